@@ -1,0 +1,37 @@
+"""Session fixtures shared across the test suite: a real slice of the Bible corpus."""
+
+import pathlib
+
+import pytest
+
+BIBLE_CORPUS_PATH = (
+    pathlib.Path(__file__).resolve().parents[1] / "zoo" / "data" / "bible-es-en.tsv.gz"
+)
+
+
+@pytest.fixture(scope="session")
+def bible_corpus_path():
+    """str. Path of the embedded Spanish→English Bible corpus."""
+    return str(BIBLE_CORPUS_PATH)
+
+
+@pytest.fixture(scope="session")
+def bible_slice():
+    """`ParallelCorpus` of the first 2000 train verses (es → en_web, en_kjv reference)."""
+    from tf_outheads.data import read_tsv
+
+    return read_tsv(BIBLE_CORPUS_PATH, split="train").select(range(2000))
+
+
+@pytest.fixture(scope="session")
+def bible_tokenizer(bible_slice, tmp_path_factory):
+    """Joint BPE `SubwordTokenizer` (vocabulary ~1000) trained on `bible_slice`."""
+    from tf_outheads.data import build_tokenizers
+
+    tokenizer, _ = build_tokenizers(
+        bible_slice.sources,
+        bible_slice.targets,
+        tmp_path_factory.mktemp("bible_tokenizer"),
+        vocab_size=1000,
+    )
+    return tokenizer

@@ -1,0 +1,207 @@
+import logging
+import os
+import unicodedata
+
+import numpy as np
+import pytest
+import sentencepiece
+import tensorflow as tf
+
+from tf_outheads.data import BOS_ID
+from tf_outheads.data import EOS_ID
+from tf_outheads.data import PAD_ID
+from tf_outheads.data import UNK_ID
+from tf_outheads.data import SubwordTokenizer
+from tf_outheads.data import build_tokenizers
+from tf_outheads.data import load_tokenizers
+from tf_outheads.data import train_sentencepiece
+from tf_outheads.data import special_tokens
+
+LOGGER = "tf_outheads.data.tokenizer"
+
+
+def normalized(text):
+    # SentencePiece applies NFKC and collapses runs of whitespace.
+    return unicodedata.normalize("NFKC", " ".join(text.split()))
+
+
+def test_special_token_ids(bible_tokenizer):
+    assert bible_tokenizer.id_to_piece(PAD_ID) == special_tokens.PAD_PIECE == "<pad>"
+    assert bible_tokenizer.id_to_piece(UNK_ID) == special_tokens.UNK_PIECE == "<unk>"
+    assert bible_tokenizer.id_to_piece(BOS_ID) == special_tokens.BOS_PIECE == "<s>"
+    assert bible_tokenizer.id_to_piece(EOS_ID) == special_tokens.EOS_PIECE == "</s>"
+    assert bible_tokenizer.piece_to_id("</s>") == EOS_ID
+    assert isinstance(bible_tokenizer.vocab_size, int)
+    assert bible_tokenizer.vocab_size == 1000
+
+
+def test_round_trip_on_corpus_lines(bible_slice, bible_tokenizer):
+    lines = bible_slice.sources[:300] + bible_slice.targets[:300]
+    ids = bible_tokenizer.tokenize(lines)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    # Pieces only: no special token comes out of tokenize.
+    assert not np.isin(ids.flat_values.numpy(), [PAD_ID, UNK_ID, BOS_ID, EOS_ID]).any()
+    assert bible_tokenizer.decode_to_text(ids) == [normalized(line) for line in lines]
+
+
+def test_tokenize_scalar_gives_dense_ids(bible_slice, bible_tokenizer):
+    line = bible_slice.targets[0]
+    ids = bible_tokenizer.tokenize(line)
+    assert isinstance(ids, tf.Tensor) and ids.shape.rank == 1 and ids.dtype == tf.int32
+    assert bible_tokenizer.tokenize([line])[0].numpy().tolist() == ids.numpy().tolist()
+    assert bible_tokenizer.detokenize(ids).numpy().decode() == normalized(line)
+
+
+def test_detokenize_stops_at_eos_and_drops_pad_and_bos(bible_slice, bible_tokenizer):
+    first, second = bible_slice.targets[2], bible_slice.targets[3]
+    first_ids = bible_tokenizer.tokenize(first).numpy().tolist()
+    second_ids = bible_tokenizer.tokenize(second).numpy().tolist()
+    width = max(len(first_ids), len(second_ids)) + 6
+    rows = [
+        # Decoder output: <s> ids </s> then junk and padding after the stop.
+        [BOS_ID] + first_ids + [EOS_ID] + second_ids[:3],
+        # No </s>: everything but padding is kept.
+        second_ids,
+    ]
+    dense = np.full([2, width], PAD_ID, dtype=np.int64)
+    for row, ids in zip(dense, rows):
+        row[: len(ids)] = ids
+    expected = [normalized(first), normalized(second)]
+    assert bible_tokenizer.decode_to_text(dense) == expected
+    assert bible_tokenizer.decode_to_text(tf.ragged.constant(rows)) == expected
+    assert bible_tokenizer.decode_to_text(dense[0]) == expected[:1]
+
+
+def test_tokenize_inside_tf_function(bible_slice, bible_tokenizer):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def round_trip(strings):
+        ids = bible_tokenizer.tokenize(strings)
+        eos = tf.RaggedTensor.from_tensor(tf.fill(tf.stack([ids.nrows(), 1]), EOS_ID))
+        # (batch, time) padded decoder-style output: ids, </s>, <pad>...
+        return bible_tokenizer.detokenize(tf.concat([ids, eos], axis=1).to_tensor())
+
+    lines = bible_slice.sources[10:20]
+    texts = [text.decode() for text in round_trip(tf.constant(lines)).numpy()]
+    assert texts == [normalized(line) for line in lines]
+
+
+def test_tokenize_inside_tf_data(bible_slice, bible_tokenizer):
+    lines = bible_slice.targets[:50]
+    dataset = tf.data.Dataset.from_tensor_slices(lines).map(
+        bible_tokenizer.tokenize, num_parallel_calls=2, deterministic=True
+    )
+    expected = bible_tokenizer.tokenize(lines)
+    for ids, expected_ids in zip(dataset, expected):
+        assert ids.numpy().tolist() == expected_ids.numpy().tolist()
+
+
+def test_from_bytes_matches_file(bible_slice, bible_tokenizer):
+    copy = SubwordTokenizer.from_bytes(bible_tokenizer.model_proto)
+    assert copy.model_path is None
+    assert copy.vocab_size == bible_tokenizer.vocab_size
+    lines = bible_slice.sources[:20]
+    assert copy.tokenize(lines).to_list() == bible_tokenizer.tokenize(lines).to_list()
+
+
+def test_rejects_model_with_other_special_ids(bible_slice, tmp_path):
+    # SentencePiece defaults: <unk>=0, <s>=1, </s>=2, no <pad>.
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(bible_slice.sources[:200]),
+        model_prefix=str(tmp_path / "default"),
+        vocab_size=200,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match="special tokens"):
+        SubwordTokenizer(tmp_path / "default.model")
+
+
+def test_train_sentencepiece_is_deterministic(bible_slice, tmp_path):
+    texts = bible_slice.targets[:300]
+    first = train_sentencepiece(texts, tmp_path / "a" / "spm", vocab_size=300)
+    second = train_sentencepiece(texts, tmp_path / "b" / "spm", vocab_size=300)
+    assert first == str(tmp_path / "a" / "spm.model") and os.path.isfile(first)
+    first_tokenizer, second_tokenizer = SubwordTokenizer(first), SubwordTokenizer(second)
+    assert [first_tokenizer.id_to_piece(i) for i in range(300)] == [
+        second_tokenizer.id_to_piece(i) for i in range(300)
+    ]
+
+
+def test_train_sentencepiece_unigram(bible_slice, tmp_path):
+    path = train_sentencepiece(
+        bible_slice.sources[:300], tmp_path / "spm", vocab_size=300, model_type="unigram"
+    )
+    tokenizer = SubwordTokenizer(path)
+    line = bible_slice.sources[5]
+    assert tokenizer.decode_to_text(tokenizer.tokenize([line])) == [normalized(line)]
+
+
+def test_small_corpus_does_not_fill_large_vocab(tmp_path):
+    path = train_sentencepiece(["Y dijo Dios", "Sea la luz"], tmp_path / "spm", vocab_size=5000)
+    assert SubwordTokenizer(path).vocab_size < 5000
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"vocab_size": 7}, "Received: vocab_size=7"),
+        ({"vocab_size": 100.0}, "Received: vocab_size=100.0"),
+        ({"model_type": "word"}, "Received: model_type='word'"),
+        ({"texts": []}, "Received: texts with 0 entries"),
+        ({"texts": ["", "  "]}, "Received: texts with 2 entries"),
+        ({"vocab_size": 10}, "Received: vocab_size=10"),  # fewer than the characters
+    ],
+    ids=["vocab_too_small", "vocab_float", "model_type", "no_texts", "blank_texts", "chars"],
+)
+def test_train_sentencepiece_rejects_bad_arguments(tmp_path, arguments, message):
+    kwargs = {"texts": ["Y dijo Dios: Sea la luz", "God said"], "vocab_size": 100}
+    kwargs.update(arguments)
+    with pytest.raises(ValueError, match=message):
+        train_sentencepiece(model_prefix=tmp_path / "spm", **kwargs)
+
+
+def test_build_tokenizers_caches(bible_slice, tmp_path, caplog):
+    sources, targets = bible_slice.sources[:300], bible_slice.targets[:300]
+    directory = tmp_path / "tokenizer"
+    model_path = directory / "spm_joint.model"
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        source_tokenizer, target_tokenizer = build_tokenizers(
+            sources, targets, directory, vocab_size=300
+        )
+        assert "Training tokenizers" in caplog.text
+        assert source_tokenizer is target_tokenizer
+        assert source_tokenizer.model_path == str(model_path)
+        trained_at = model_path.stat().st_mtime_ns
+        caplog.clear()
+
+        build_tokenizers(sources, targets, directory, vocab_size=300)
+        assert "Loading cached tokenizers" in caplog.text
+        assert model_path.stat().st_mtime_ns == trained_at
+        caplog.clear()
+
+        tokenizer, _ = build_tokenizers(sources, targets, directory, vocab_size=320)
+        assert "changed: vocab_size" in caplog.text
+        assert tokenizer.vocab_size == 320
+        caplog.clear()
+
+        build_tokenizers(sources[:-1], targets, directory, vocab_size=320)
+        assert "changed: fingerprint" in caplog.text
+
+
+def test_build_tokenizers_separate_models(bible_slice, tmp_path):
+    directory = tmp_path / "tokenizer"
+    source_tokenizer, target_tokenizer = build_tokenizers(
+        bible_slice.sources[:300], bible_slice.targets[:300], directory,
+        vocab_size=300, joint=False,
+    )
+    assert source_tokenizer.model_path == str(directory / "spm_source.model")
+    assert target_tokenizer.model_path == str(directory / "spm_target.model")
+    assert source_tokenizer.model_proto != target_tokenizer.model_proto
+    loaded_source, loaded_target = load_tokenizers(directory)
+    assert loaded_source.model_proto == source_tokenizer.model_proto
+    assert loaded_target.model_proto == target_tokenizer.model_proto
+
+
+def test_load_tokenizers_without_config(tmp_path):
+    with pytest.raises(FileNotFoundError, match="tokenizer.json") as info:
+        load_tokenizers(tmp_path)
+    assert str(tmp_path) in str(info.value)

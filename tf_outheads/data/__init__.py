@@ -1,0 +1,50 @@
+"""Corpora, cleaning, subword tokenizers and tf.data pipelines.
+
+Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
+(:func:`clean`), train or load SentencePiece models (:func:`build_tokenizers`,
+:func:`load_tokenizers`) and build batches (:func:`make_training_dataset`,
+:func:`make_inference_dataset`). Special-token ids live in
+:mod:`tf_outheads.data.special_tokens`.
+"""
+
+from tf_outheads.data import special_tokens
+from tf_outheads.data.corpus import CleaningReport
+from tf_outheads.data.corpus import CorpusError
+from tf_outheads.data.corpus import ParallelCorpus
+from tf_outheads.data.corpus import clean
+from tf_outheads.data.corpus import read_parallel_files
+from tf_outheads.data.corpus import read_tsv
+from tf_outheads.data.pipeline import count_tokens
+from tf_outheads.data.pipeline import dataset_from_corpus
+from tf_outheads.data.pipeline import make_inference_dataset
+from tf_outheads.data.pipeline import make_training_dataset
+from tf_outheads.data.special_tokens import BOS_ID
+from tf_outheads.data.special_tokens import EOS_ID
+from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.data.special_tokens import UNK_ID
+from tf_outheads.data.tokenizer import SubwordTokenizer
+from tf_outheads.data.tokenizer import build_tokenizers
+from tf_outheads.data.tokenizer import load_tokenizers
+from tf_outheads.data.tokenizer import train_sentencepiece
+
+__all__ = [
+    "special_tokens",
+    "PAD_ID",
+    "UNK_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "CorpusError",
+    "ParallelCorpus",
+    "CleaningReport",
+    "read_tsv",
+    "read_parallel_files",
+    "clean",
+    "train_sentencepiece",
+    "SubwordTokenizer",
+    "build_tokenizers",
+    "load_tokenizers",
+    "make_training_dataset",
+    "dataset_from_corpus",
+    "make_inference_dataset",
+    "count_tokens",
+]

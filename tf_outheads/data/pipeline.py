@@ -1,0 +1,314 @@
+"""tf.data pipelines: in-graph tokenization, length bucketing, token batching.
+
+Training batches are
+
+```
+({"source_ids": (B, S) int32, "target_in": (B, T) int32}, target_out (B, T) int32)
+```
+
+with `source_ids = ids(source) + [EOS]`, `target_in = [BOS] + ids(target)`,
+`target_out = ids(target) + [EOS]`, padded with `PAD_ID` (0). Padding masks
+are derived downstream from `ids != PAD_ID`; nothing else travels in a batch.
+
+Batching counts tokens, like OpenNMT-tf `batch_type: tokens` and fairseq
+`--max-tokens`: examples are grouped by length into buckets `bucket_width`
+wide, and a bucket whose longest possible example has `U` tokens is batched
+`max(1, batch_tokens // U)` examples at a time, so every padded batch has
+`B * S <= batch_tokens` and `B * T <= batch_tokens`.
+"""
+
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from tf_outheads.data.special_tokens import BOS_ID
+from tf_outheads.data.special_tokens import EOS_ID
+from tf_outheads.data.special_tokens import PAD_ID
+
+__all__ = [
+    "make_training_dataset",
+    "dataset_from_corpus",
+    "make_inference_dataset",
+    "count_tokens",
+]
+
+logger = logging.getLogger(__name__)
+
+# Batches are shuffled again after bucketing, in a buffer of this many
+# batches, so that consecutive steps do not come from the same bucket.
+_BATCH_SHUFFLE_BUFFER = 128
+# Sentences tokenized per call when only lengths are needed.
+_COUNT_BATCH_SIZE = 1024
+
+
+def _check_int(name, value, minimum=1, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        allowed = f"None or an int >= {minimum}" if allow_none else f"an int >= {minimum}"
+        raise ValueError(f"`{name}` must be {allowed}. Received: {name}={value!r}")
+
+
+def _string_tensor(texts):
+    return tf.constant([str(text) for text in texts], dtype=tf.string, shape=[len(texts)])
+
+
+def count_tokens(texts, tokenizer):
+    """Counts the subword tokens of each text (special tokens excluded).
+
+    Args:
+        texts: list of str. The sentences.
+        tokenizer: `SubwordTokenizer`. The model to count with.
+
+    Returns:
+        An int64 numpy array `(len(texts),)`.
+
+    Example:
+
+    ```python
+    lengths = tf_outheads.data.count_tokens(corpus.targets, target_tokenizer)
+    lengths.mean()
+    ```
+    """
+    texts = list(texts)
+    if not texts:
+        return np.zeros([0], dtype=np.int64)
+
+    def batch_lengths(batch):
+        return tokenizer.tokenize(batch).row_lengths()
+
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(_string_tensor(texts))
+        .batch(_COUNT_BATCH_SIZE)
+        .map(batch_lengths, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    )
+    return np.concatenate([lengths.numpy() for lengths in dataset]).astype(np.int64)
+
+
+def make_training_dataset(
+    sources,
+    targets,
+    source_tokenizer,
+    target_tokenizer,
+    batch_tokens=4096,
+    max_length=None,
+    shuffle=True,
+    seed=0,
+    bucket_width=8,
+    shuffle_buffer=None,
+    repeat=False,
+    num_parallel_calls=tf.data.AUTOTUNE,
+):
+    """Builds the token-batched, length-bucketed training dataset.
+
+    The length of an example is `max(len(source_ids), len(target_in))`, i.e.
+    the number of time steps it occupies, `</s>` or `<s>` included. Before
+    the dataset is built, one tokenization pass measures every example; those
+    longer than `max_length`, or longer than `batch_tokens` (they would not
+    fit in a batch on their own), are dropped and counted in a warning of the
+    `tf_outheads.data.pipeline` logger. Every other example appears exactly
+    once per epoch.
+
+    Order: shuffle examples (seeded, reshuffled every epoch) → tokenize
+    in-graph → bucket by length and pad → shuffle batches → repeat →
+    prefetch. The dataset is deterministic (`options.deterministic = True`):
+    two datasets built with the same arguments yield the same batches, epoch
+    by epoch, as long as TensorFlow's global seed is the same too.
+
+    Args:
+        sources: list of str. Source sentences.
+        targets: list of str. Target sentences, aligned with `sources`.
+        source_tokenizer: `SubwordTokenizer` for the sources.
+        target_tokenizer: `SubwordTokenizer` for the targets.
+        batch_tokens: int. Largest padded size `B * max_len` of a batch, for
+            the source and for the target tensors. Defaults to `4096`.
+        max_length: int or None. Longest example kept, in time steps (see
+            above). Defaults to `None` (only the `batch_tokens` limit).
+        shuffle: bool. Shuffle examples and batches. Defaults to `True`.
+        seed: int. Seed of both shuffles. Defaults to `0`.
+        bucket_width: int. Width of the length buckets, in tokens. Defaults
+            to `8`.
+        shuffle_buffer: int or None. Example shuffle buffer; `None` means the
+            whole dataset (a uniform shuffle). Defaults to `None`.
+        repeat: bool. Repeat indefinitely. Defaults to `False`.
+        num_parallel_calls: int. Parallelism of the tokenizing map. Defaults
+            to `tf.data.AUTOTUNE`.
+
+    Returns:
+        A `tf.data.Dataset` of `({"source_ids", "target_in"}, target_out)`
+        int32 batches, padded with `PAD_ID`.
+
+    Raises:
+        ValueError: if `sources` and `targets` differ in length or are
+            empty, an argument is out of range, or every example is too long.
+
+    Example:
+
+    ```python
+    corpus = tf_outheads.data.read_tsv("zoo/data/bible-es-en.tsv.gz")
+    source_tokenizer, target_tokenizer = tf_outheads.data.build_tokenizers(
+        corpus.sources, corpus.targets, "run/tokenizer")
+    dataset = tf_outheads.data.make_training_dataset(
+        corpus.sources, corpus.targets, source_tokenizer, target_tokenizer,
+        batch_tokens=4096, max_length=200)
+    features, target_out = next(iter(dataset))
+    ```
+    """
+    sources = list(sources)
+    targets = list(targets)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"`sources` and `targets` must have the same length. "
+            f"Received: len(sources)={len(sources)}, len(targets)={len(targets)}"
+        )
+    if not sources:
+        raise ValueError("`sources` must not be empty. Received: len(sources)=0")
+    _check_int("batch_tokens", batch_tokens)
+    _check_int("max_length", max_length, allow_none=True)
+    _check_int("bucket_width", bucket_width)
+    _check_int("shuffle_buffer", shuffle_buffer, allow_none=True)
+    _check_int("seed", seed, minimum=0)
+
+    # One measuring pass: exact drop counts and the longest kept example,
+    # which bounds the number of buckets.
+    lengths = np.maximum(
+        count_tokens(sources, source_tokenizer) + 1,
+        count_tokens(targets, target_tokenizer) + 1,
+    )
+    too_long = np.zeros(len(lengths), dtype=bool)
+    if max_length is not None:
+        too_long = lengths > max_length
+    over_budget = ~too_long & (lengths > batch_tokens)
+    keep = ~too_long & ~over_budget
+    if not keep.all():
+        logger.warning(
+            "make_training_dataset: dropped %d of %d pairs: %d longer than "
+            "max_length=%s, %d longer than batch_tokens=%d (lengths count "
+            "subword tokens plus </s> or <s>).",
+            (~keep).sum(), len(keep), too_long.sum(), max_length,
+            over_budget.sum(), batch_tokens,
+        )
+    if not keep.any():
+        raise ValueError(
+            f"Every pair is longer than the length limit. "
+            f"Received: max_length={max_length}, batch_tokens={batch_tokens}, "
+            f"shortest example length={int(lengths.min())}"
+        )
+    kept_indices = np.flatnonzero(keep)
+    sources = [sources[i] for i in kept_indices]
+    targets = [targets[i] for i in kept_indices]
+    longest = int(lengths[keep].max())
+
+    # Bucket k (1-based) holds lengths in ((k - 1) * w, k * w].
+    num_buckets = -(-longest // bucket_width)
+    bucket_boundaries = [k * bucket_width + 1 for k in range(1, num_buckets)]
+    bucket_batch_sizes = [
+        max(1, batch_tokens // (k * bucket_width)) for k in range(1, num_buckets + 1)
+    ]
+
+    def encode(source, target):
+        source_ids = tf.concat([source_tokenizer.tokenize(source), [EOS_ID]], axis=0)
+        target_ids = target_tokenizer.tokenize(target)
+        target_in = tf.concat([[BOS_ID], target_ids], axis=0)
+        target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
+        return {"source_ids": source_ids, "target_in": target_in}, target_out
+
+    def example_length(features, target_out):
+        return tf.maximum(
+            tf.shape(features["source_ids"])[0], tf.shape(features["target_in"])[0]
+        )
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (_string_tensor(sources), _string_tensor(targets))
+    )
+    if shuffle:
+        dataset = dataset.shuffle(
+            shuffle_buffer or len(sources), seed=seed, reshuffle_each_iteration=True
+        )
+    dataset = dataset.map(encode, num_parallel_calls=num_parallel_calls)
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=example_length,
+        bucket_boundaries=bucket_boundaries,
+        bucket_batch_sizes=bucket_batch_sizes,
+        padding_values=({"source_ids": PAD_ID, "target_in": PAD_ID}, PAD_ID),
+        pad_to_bucket_boundary=False,
+        drop_remainder=False,
+    )
+    if shuffle:
+        dataset = dataset.shuffle(
+            _BATCH_SHUFFLE_BUFFER, seed=seed + 1, reshuffle_each_iteration=True
+        )
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.deterministic = True
+    return dataset.with_options(options)
+
+
+def dataset_from_corpus(corpus, source_tokenizer, target_tokenizer, **kwargs):
+    """`make_training_dataset` on the sources and targets of a `ParallelCorpus`.
+
+    Args:
+        corpus: `ParallelCorpus`. Its references and ids are not used.
+        source_tokenizer: `SubwordTokenizer` for the sources.
+        target_tokenizer: `SubwordTokenizer` for the targets.
+        **kwargs: passed to :func:`make_training_dataset`.
+
+    Returns:
+        A `tf.data.Dataset`, as :func:`make_training_dataset`.
+
+    Example:
+
+    ```python
+    dataset = tf_outheads.data.dataset_from_corpus(
+        corpus, source_tokenizer, target_tokenizer, batch_tokens=2048)
+    ```
+    """
+    return make_training_dataset(
+        corpus.sources, corpus.targets, source_tokenizer, target_tokenizer, **kwargs
+    )
+
+
+def make_inference_dataset(sources, source_tokenizer, batch_size=64):
+    """Builds batches of source ids for translation, in the input order.
+
+    Args:
+        sources: list of str. Sentences to translate.
+        source_tokenizer: `SubwordTokenizer` for the sources.
+        batch_size: int. Sentences per batch (the last one may be smaller).
+            Defaults to `64`.
+
+    Returns:
+        A `tf.data.Dataset` of `{"source_ids": (B, S) int32}`, each row the
+        source ids followed by `EOS_ID` and padded with `PAD_ID`, batches in
+        the order of `sources`.
+
+    Raises:
+        ValueError: if `batch_size` is not a positive int.
+
+    Example:
+
+    ```python
+    dataset = tf_outheads.data.make_inference_dataset(corpus.sources, source_tokenizer)
+    for features in dataset:
+        features["source_ids"]  # (64, S)
+    ```
+    """
+    _check_int("batch_size", batch_size)
+    sources = list(sources)
+
+    def encode(batch):
+        ids = source_tokenizer.tokenize(batch)  # (batch, None)
+        eos = tf.fill(tf.stack([ids.nrows(), 1]), EOS_ID)
+        ids = tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        return {"source_ids": ids.to_tensor(default_value=PAD_ID)}
+
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(_string_tensor(sources))
+        .batch(batch_size)
+        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return dataset

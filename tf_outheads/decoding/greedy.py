@@ -1,0 +1,248 @@
+"""Greedy search over a step function.
+
+A decoder knows a model only through its step function::
+
+    step_fn(ids_t, state) -> (log_scores, new_state)
+
+- `ids_t`: int32 `(batch,)`, the tokens fed at this step (`BOS_ID` first).
+- `state`: a nested structure (dict / list / tuple) of tensors, each with a
+  leading batch dimension. Every tensor keeps its shape from step to step.
+- `log_scores`: float `(batch, vocab)`, per-word log-scores: a log-softmax for
+  categorical heads, a vMF log-likelihood or a cosine for continuous heads.
+
+Greedy search takes the arg-max at every step; it never looks at the scores'
+normalisation, so every head decodes with the same search.
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+
+
+class GreedyResult(NamedTuple):
+    """What `greedy_search` returns.
+
+    A named tuple, so that it passes through `tf.nest` and can be returned
+    from a `tf.function`.
+
+    Args:
+        ids: int32 tensor `(batch, max_steps)`, the emitted tokens without the
+            leading BOS. Each row ends with its EOS (when it emitted one) and
+            is padded with `PAD_ID` afterwards. `max_steps` is the loop bound:
+            `max_length` when it is an int, `max(max_length)` when it is a
+            per-sentence tensor.
+        lengths: int32 tensor `(batch,)`, tokens up to and including EOS, or
+            the sentence's own `max_length` when it emitted no EOS.
+        scores: float32 tensor `(batch,)`, the sum of the log-scores of the
+            emitted tokens (EOS included, padding excluded).
+    """
+
+    ids: tf.Tensor
+    lengths: tf.Tensor
+    scores: tf.Tensor
+
+
+def max_length_from_source(source_lengths, ratio=1.5, offset=10, cap=None):
+    """Per-sentence decoding limit from the source lengths.
+
+    `ceil(ratio * source_length) + offset`, clipped to `cap`. The limit grows
+    with the source so that a short sentence does not run a long loop, and the
+    offset leaves room for sentences whose translation is longer than usual.
+
+    Args:
+        source_lengths: int tensor or sequence `(batch,)`, source lengths in
+            tokens.
+        ratio: float, target tokens allowed per source token. Defaults to
+            `1.5`.
+        offset: int, tokens added to every limit. Defaults to `10`.
+        cap: int or `None`, largest limit returned. Defaults to `None` (no
+            cap).
+
+    Returns:
+        int32 tensor `(batch,)`, usable as `max_length` of `greedy_search`.
+
+    Example:
+
+    ```python
+    from tf_outheads.decoding import max_length_from_source
+    max_length_from_source([4, 20], ratio=1.5, offset=10, cap=30)
+    # -> [16, 30]
+    ```
+    """
+    if ratio <= 0:
+        raise ValueError(f"`ratio` must be positive. Received: ratio={ratio}")
+    if offset < 0:
+        raise ValueError(
+            f"`offset` must be non-negative. Received: offset={offset}"
+        )
+    if cap is not None and cap < 1:
+        raise ValueError(f"`cap` must be at least 1. Received: cap={cap}")
+    source_lengths = tf.cast(source_lengths, tf.float32)
+    limits = tf.cast(tf.math.ceil(source_lengths * ratio), tf.int32) + offset
+    if cap is not None:
+        limits = tf.minimum(limits, cap)
+    return limits
+
+
+def greedy_search(
+    step_fn,
+    initial_state,
+    batch_size,
+    max_length,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+    min_length=0,
+):
+    """Decode by taking the highest-scoring word at every step.
+
+    Built on `tf.while_loop` and a `tf.TensorArray`, so the same call runs
+    eagerly, inside `tf.function` and inside `tf.function(jit_compile=True)`.
+    The loop stops as soon as every sentence has emitted EOS or reached its
+    own `max_length`, and never runs more than `max(max_length)` steps (the
+    static bound XLA needs). `ids` is always that bound wide, in every mode,
+    so eager and compiled results have the same shape. Under XLA a tensor
+    `max_length` is treated as a compile-time constant: each distinct
+    `max(max_length)` compiles once.
+
+    A sentence that has finished stops growing: its later ids are `PAD_ID`
+    and its score and length no longer change. `step_fn` is still called on
+    the whole batch, and finished rows are fed `PAD_ID` (from the step after
+    their EOS on): that is what teacher forcing feeds at the padded positions
+    of `target_in`, so the model sees no input it was not trained on. Their
+    log-scores are ignored.
+
+    Args:
+        step_fn: callable `(ids_t, state) -> (log_scores, new_state)`, see the
+            module docstring. `log_scores` is cast to float32.
+        initial_state: nested structure of tensors with leading dimension
+            `batch_size`, passed to the first call of `step_fn`. May be empty
+            (`()` or `{}`).
+        batch_size: int or int32 scalar tensor.
+        max_length: int, or int32 tensor `(batch,)` of per-sentence limits
+            (see `max_length_from_source`), counting tokens after BOS, EOS
+            included. A sentence reaching its limit stops without EOS.
+        bos_id: int, the first token fed to `step_fn`. Defaults to `BOS_ID`.
+        eos_id: int, the token that finishes a sentence. Defaults to
+            `EOS_ID`.
+        min_length: int, tokens a sentence must emit before EOS may be
+            chosen: EOS is scored `-inf` at the first `min_length` steps.
+            Defaults to `0`.
+
+    Returns:
+        `GreedyResult(ids, lengths, scores)`.
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from tf_outheads.decoding import greedy_search
+
+    vocab_size = 8
+
+    def step_fn(ids_t, state):
+        # Always prefer token 5, then EOS (3) from the third step on.
+        step = state["step"]
+        preferred = tf.where(step >= 2, 3, 5)
+        log_scores = tf.math.log(
+            tf.one_hot(preferred, vocab_size, on_value=0.9, off_value=0.01)
+        )
+        return log_scores, {"step": step + 1}
+
+    result = greedy_search(
+        step_fn, {"step": tf.zeros([2], tf.int32)}, batch_size=2, max_length=6
+    )
+    result.ids      # [[5, 5, 3, 0, 0, 0], [5, 5, 3, 0, 0, 0]]
+    result.lengths  # [3, 3]
+    ```
+    """
+    if min_length < 0:
+        raise ValueError(
+            "`min_length` must be non-negative. "
+            f"Received: min_length={min_length}"
+        )
+    if isinstance(max_length, (int, np.integer)):
+        max_length = int(max_length)
+        if max_length < 0:
+            raise ValueError(
+                "`max_length` must be non-negative. "
+                f"Received: max_length={max_length}"
+            )
+        # A Python int is a static loop bound: XLA sizes the TensorArray
+        # with it.
+        max_steps = max_length
+        limits = tf.fill([batch_size], tf.constant(max_length, tf.int32))
+    else:
+        limits = tf.cast(max_length, tf.int32)
+        limits = tf.broadcast_to(limits, [batch_size])
+        max_steps = tf.maximum(tf.reduce_max(limits), 0)
+
+    ids_t = tf.fill([batch_size], tf.constant(bos_id, tf.int32))
+    finished = limits <= 0
+    lengths = tf.zeros([batch_size], tf.int32)
+    scores = tf.zeros([batch_size], tf.float32)
+    emitted = tf.TensorArray(
+        tf.int32,
+        size=max_steps,
+        element_shape=ids_t.shape,
+    )
+
+    def keep_going(step, ids_t, state, finished, lengths, scores, emitted):
+        return tf.logical_not(tf.reduce_all(finished))
+
+    def decode_step(step, ids_t, state, finished, lengths, scores, emitted):
+        log_scores, state = step_fn(ids_t, state)
+        log_scores = tf.cast(log_scores, tf.float32)  # (batch, vocab)
+
+        # Forbid EOS during the first `min_length` steps.
+        if min_length > 0:
+            is_eos = tf.equal(
+                tf.range(tf.shape(log_scores)[-1]), eos_id
+            )  # (vocab,)
+            block_eos = tf.logical_and(step < min_length, is_eos)
+            log_scores = tf.where(
+                block_eos[tf.newaxis, :],
+                tf.constant(-math.inf, tf.float32),
+                log_scores,
+            )
+
+        word = tf.argmax(log_scores, axis=-1, output_type=tf.int32)  # (batch,)
+        word_score = tf.reduce_max(log_scores, axis=-1)  # (batch,)
+
+        # Finished rows stop growing: PAD, no score, no length.
+        active = tf.logical_not(finished)
+        word = tf.where(active, word, PAD_ID)
+        scores += tf.where(active, word_score, 0.0)
+        lengths += tf.cast(active, tf.int32)
+        emitted = emitted.write(step, word)
+
+        finished = tf.logical_or(
+            finished,
+            tf.logical_or(tf.equal(word, eos_id), lengths >= limits),
+        )
+        ids_t = tf.where(finished, PAD_ID, word)
+        return step + 1, ids_t, state, finished, lengths, scores, emitted
+
+    _, _, _, _, lengths, scores, emitted = tf.while_loop(
+        keep_going,
+        decode_step,
+        (
+            tf.constant(0, tf.int32),
+            ids_t,
+            initial_state,
+            finished,
+            lengths,
+            scores,
+            emitted,
+        ),
+        maximum_iterations=max_steps,
+    )
+    # Steps the loop did not reach are left unwritten and stack as zeros;
+    # the mask writes PAD_ID there explicitly.
+    ids = tf.transpose(emitted.stack())  # (batch, max_steps)
+    positions = tf.range(tf.shape(ids)[1])[tf.newaxis, :]
+    ids = tf.where(positions < lengths[:, tf.newaxis], ids, PAD_ID)
+    return GreedyResult(ids=ids, lengths=lengths, scores=scores)

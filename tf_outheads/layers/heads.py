@@ -1,0 +1,384 @@
+"""Categorical output heads: the plain softmax layer and weight tying.
+
+Every head implements the output-head contract of ``docs/architecture.md``:
+
+- ``call(h)`` → logits ``(..., V)`` in float32, what the training loss consumes;
+- ``logits_for(h, candidate_ids)`` → logits over a subset of the vocabulary only,
+  so that sampled training projects only the candidate rows of the output weights;
+- ``inference_cache()`` → tensors that depend only on the weights, computed once
+  per model and reused at every decoding step;
+- ``scores(h_t, cache)`` → per-word log-probabilities ``(B, V)`` for decoding.
+
+A categorical head is described by three pieces, which subclasses provide:
+``project_hidden(h)`` (the decoder state as seen by the output layer),
+``output_weights_for(ids)`` (the output embedding rows of some words) and
+``output_bias``. Everything else is shared in :class:`CategoricalHead`.
+"""
+
+import inspect
+
+import keras
+from keras import ops
+
+from tf_outheads.api_export import export
+
+
+class CategoricalHead(keras.layers.Layer):
+    """Base class of heads whose logits are ``project_hidden(h) · Wᵀ + b``.
+
+    Subclasses define ``vocabulary_size``, ``project_hidden``,
+    ``output_weights_for`` and (optionally) ``output_bias``; this class derives
+    the full contract (``call``, ``logits_for``, ``inference_cache``,
+    ``scores``) from them, so every head is computed the same way in training,
+    sampled training and decoding.
+    """
+
+    # Heads that reuse the target input embedding take it as `embedding=`.
+    uses_target_embedding = False
+
+    def project_hidden(self, h):
+        """Decoder output as seen by the output layer: ``(..., d_h) → (..., d_o)``."""
+        return h
+
+    def output_weights(self):
+        """All output embedding rows, ``(V, d_o)``."""
+        raise NotImplementedError
+
+    def output_weights_for(self, candidate_ids):
+        """Output embedding rows of ``candidate_ids`` only, ``(..., K, d_o)``."""
+        return ops.take(self.output_weights(), candidate_ids, axis=0)
+
+    @property
+    def output_bias(self):
+        """Per-word bias ``(V,)``, or ``None``."""
+        return None
+
+    def call(self, h):
+        weights = self.output_weights()
+        logits = ops.matmul(self.project_hidden(h), ops.transpose(weights))
+        if self.output_bias is not None:
+            logits = logits + ops.cast(self.output_bias, logits.dtype)
+        # Softmax and losses run in float32 whatever the compute dtype.
+        return ops.cast(logits, "float32")
+
+    def logits_for(self, h, candidate_ids):
+        """Logits of the candidate words only.
+
+        Args:
+            h: float tensor `(..., d_h)`, decoder outputs.
+            candidate_ids: int tensor, either `(K,)` (one candidate set shared
+                by every position, as in Pappas et al. 2018 §3.2) or
+                `h.shape[:-1] + (K,)` (a candidate set per position).
+
+        Returns:
+            float32 tensor `h.shape[:-1] + (K,)`; column `k` equals column
+            `candidate_ids[..., k]` of `call(h)`.
+        """
+        projected = self.project_hidden(h)
+        weights = self.output_weights_for(candidate_ids)
+        if len(candidate_ids.shape) == 1:
+            logits = ops.matmul(projected, ops.transpose(weights))  # (..., K)
+        else:
+            logits = ops.einsum("...d,...kd->...k", projected, weights)
+        if self.output_bias is not None:
+            bias = ops.take(self.output_bias, candidate_ids, axis=0)
+            logits = logits + ops.cast(bias, logits.dtype)
+        return ops.cast(logits, "float32")
+
+    def inference_cache(self):
+        """Weight-only tensors reused at every decoding step.
+
+        Returns:
+            dict with `"output_weights"` `(V, d_o)` and `"output_bias"` `(V,)`
+            (zeros when the head has no bias), so that a decoder (or an exported
+            graph) computes them once per model, not once per step.
+        """
+        weights = self.output_weights()
+        bias = self.output_bias
+        if bias is None:
+            bias = ops.zeros((self.vocabulary_size,), dtype=weights.dtype)
+        return {"output_weights": weights, "output_bias": bias}
+
+    def scores(self, h_t, cache=None):
+        """Log-probabilities of every word for one decoding step.
+
+        Args:
+            h_t: float tensor `(B, d_h)`.
+            cache: the dict from `inference_cache()`; computed here if `None`.
+
+        Returns:
+            float32 tensor `(B, V)` of log-softmax scores.
+        """
+        if cache is None:
+            cache = self.inference_cache()
+        weights = cache["output_weights"]
+        projected = self.project_hidden(h_t)
+        logits = ops.matmul(projected, ops.transpose(ops.cast(weights, projected.dtype)))
+        logits = ops.cast(logits, "float32") + ops.cast(cache["output_bias"], "float32")
+        return ops.log_softmax(logits, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.vocabulary_size,)
+
+
+@export
+class SoftmaxHead(CategoricalHead):
+    """The untied softmax output layer: ``logits = h · Wᵀ + b``.
+
+    The output weights are stored as a `(V, d_h)` matrix of word rows (like an
+    embedding table), so `logits_for` gathers rows and its gradient is sparse.
+
+    Args:
+        vocabulary_size: int. Number of target words `V`.
+        use_bias: bool. Whether to add a per-word bias. Defaults to `True`.
+        kernel_initializer: initializer of the `(V, d_h)` output weights.
+            Defaults to `"glorot_uniform"`.
+        bias_initializer: initializer of the bias. Defaults to `"zeros"`.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        h: float tensor `(..., d_h)`.
+
+    Example:
+    ```python
+    import numpy as np
+    from tf_outheads import SoftmaxHead
+    head = SoftmaxHead(vocabulary_size=100)
+    logits = head(np.zeros((2, 5, 16), "float32"))  # (2, 5, 100)
+    ```
+
+    References:
+        Luong et al. 2015, Eq. 6 (the softmax output layer every paper here
+        compares against).
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
+            raise ValueError(
+                "`vocabulary_size` must be a positive int. "
+                f"Received: vocabulary_size={vocabulary_size}"
+            )
+        self.vocabulary_size = vocabulary_size
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(self.vocabulary_size, input_shape[-1]),
+            initializer=self.kernel_initializer,
+        )
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                name="bias",
+                shape=(self.vocabulary_size,),
+                initializer=self.bias_initializer,
+            )
+
+    def output_weights(self):
+        return ops.cast(self.kernel, self.compute_dtype)
+
+    def output_weights_for(self, candidate_ids):
+        return ops.cast(ops.take(self.kernel, candidate_ids, axis=0), self.compute_dtype)
+
+    @property
+    def output_bias(self):
+        return self.bias
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
+
+@export
+class TiedSoftmaxHead(CategoricalHead):
+    """Weight tying: the target input embedding is the output weight matrix.
+
+    ``logits = P(h) · Eᵀ + b`` with `E` the `(V, d)` table of the
+    `keras.layers.Embedding` passed in (the same variable, not a copy) and `P`
+    an optional linear projection `d_h → d`, needed when the decoder size
+    differs from the embedding size (Press & Wolf 2017, §4).
+
+    Args:
+        embedding: `keras.layers.Embedding`. The target input embedding.
+        projection: bool or `None`. Whether to project `h` to the embedding
+            size first; `None` projects only when `d_h != d`. Defaults to `None`.
+        use_bias: bool. Per-word output bias. Defaults to `True`.
+        bias_initializer: Defaults to `"zeros"`.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Example:
+    ```python
+    import keras, numpy as np
+    from tf_outheads import TiedSoftmaxHead
+    embedding = keras.layers.Embedding(100, 16)
+    embedding.build((None,))
+    head = TiedSoftmaxHead(embedding)
+    logits = head(np.zeros((2, 5, 32), "float32"))  # projected 32 → 16
+    ```
+
+    References:
+        Press & Wolf 2017; Inan et al. 2017; Pappas et al. 2018, Eq. 5 and 18.
+    """
+
+    uses_target_embedding = True
+
+    def __init__(
+        self,
+        embedding,
+        projection=None,
+        use_bias=True,
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(embedding, dict):  # standalone deserialization
+            embedding = keras.saving.deserialize_keras_object(embedding)
+        if not hasattr(embedding, "input_dim") or not hasattr(embedding, "output_dim"):
+            raise ValueError(
+                "`embedding` must be a keras.layers.Embedding (the target input "
+                f"embedding). Received: embedding={embedding!r}"
+            )
+        if projection not in (None, True, False):
+            raise ValueError(
+                f"`projection` must be None, True or False. Received: projection={projection}"
+            )
+        self.embedding = embedding
+        self.projection = projection
+        self.use_bias = use_bias
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.vocabulary_size = embedding.input_dim
+
+    def build(self, input_shape):
+        if not self.embedding.built:
+            self.embedding.build((None,))
+        hidden_dim = input_shape[-1]
+        use_projection = self.projection
+        if use_projection is None:
+            use_projection = hidden_dim != self.embedding.output_dim
+        self.projection_layer = None
+        if use_projection:
+            self.projection_layer = keras.layers.Dense(
+                self.embedding.output_dim,
+                use_bias=False,
+                dtype=self.dtype_policy,
+                name="projection",
+            )
+            self.projection_layer.build(tuple(input_shape))
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                name="bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer
+            )
+
+    def project_hidden(self, h):
+        if self.projection_layer is not None:
+            return self.projection_layer(h)
+        return h
+
+    def output_weights(self):
+        return ops.cast(self.embedding.embeddings, self.compute_dtype)
+
+    def output_weights_for(self, candidate_ids):
+        rows = ops.take(self.embedding.embeddings, candidate_ids, axis=0)
+        return ops.cast(rows, self.compute_dtype)
+
+    @property
+    def output_bias(self):
+        return self.bias
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "embedding": keras.saving.serialize_keras_object(self.embedding),
+                "projection": self.projection,
+                "use_bias": self.use_bias,
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
+
+# Short names for presets and the CLI. Heads of other modules register here too.
+HEADS = {"softmax": SoftmaxHead, "tied": TiedSoftmaxHead}
+
+
+def register_head(name, cls):
+    """Make a head class available to models and presets under a short name."""
+    HEADS[name] = cls
+    return cls
+
+
+def head_to_spec(head):
+    """Serializable description of `head` without the embedding it reuses."""
+    config = head.get_config()
+    config.pop("embedding", None)
+    for key in ("trainable", "dtype"):
+        config.pop(key, None)
+    return {"class_name": keras.saving.get_registered_name(type(head)), "config": config}
+
+
+def build_head(spec, vocabulary_size, target_embedding, dtype=None):
+    """Create a head from a short name, a spec dict, or return a head instance.
+
+    Args:
+        spec: `"softmax"`, `"tied"` (or another registered short name), a dict
+            `{"class_name": ..., "config": {...}}` as written by `head_to_spec`,
+            or a `CategoricalHead` instance (heads that reuse the target
+            embedding must be given by name or spec, so the model can pass its
+            own embedding in).
+        vocabulary_size: int, the target vocabulary size.
+        target_embedding: the model's target input embedding layer.
+        dtype: dtype policy for the new head.
+    """
+    if isinstance(spec, keras.layers.Layer):
+        if getattr(spec, "uses_target_embedding", False) and spec.embedding is not target_embedding:
+            raise ValueError(
+                "A head that reuses the target embedding must be given by name or "
+                "spec so the model can pass its own embedding. "
+                f"Received: head={spec!r}"
+            )
+        return spec
+    if isinstance(spec, str):
+        spec = {"class_name": spec, "config": {}}
+    if not isinstance(spec, dict) or "class_name" not in spec:
+        raise ValueError(
+            "`head` must be a registered name "
+            f"({sorted(HEADS)}), a spec dict or a head layer. Received: head={spec!r}"
+        )
+    class_name = spec["class_name"]
+    cls = HEADS.get(class_name) or keras.saving.get_registered_object(class_name)
+    if cls is None:
+        raise ValueError(
+            f"Unknown head {class_name!r}; registered: {sorted(HEADS)}. "
+            f"Received: head={spec!r}"
+        )
+    config = dict(spec.get("config", {}))
+    params = inspect.signature(cls.__init__).parameters
+    if "embedding" in params:
+        config["embedding"] = target_embedding
+    if "vocabulary_size" in params:
+        config.setdefault("vocabulary_size", vocabulary_size)
+    if dtype is not None:
+        config.setdefault("dtype", dtype)
+    config.setdefault("name", "head")
+    return cls(**config)

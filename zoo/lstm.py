@@ -1,0 +1,394 @@
+"""LSTM encoder–decoder with Luong global attention and input feeding.
+
+The backbone of Pappas et al. 2018, Kumar & Tsvetkov 2019, the VIVO report and
+ReWE: a (bi)LSTM encoder, a stacked LSTM decoder whose input at step t is
+[E(y_{t−1}); h̃_{t−1}] (input feeding, Luong et al. 2015 §3.3), global attention,
+and any output head of `tf_outheads`.
+
+Data flow (docs/architecture.md):
+    encode(source_ids)           -> decoding state (memory, keys, mask, LSTM states)
+    decoder(target_in, state)    -> h (B, T, d_h)   teacher forcing, one scan over time
+    decoder.step(ids_t, state)   -> h_t (B, d_h), new state   (same weights, same code)
+    head(h)                      -> logits (B, T, V)
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tf_outheads.api_export import export
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from tf_outheads.layers.attention import LuongAttention
+from tf_outheads.layers.heads import build_head, head_to_spec
+
+
+def _initializer(uniform_init, default):
+    if uniform_init:
+        return keras.initializers.RandomUniform(-uniform_init, uniform_init)
+    return default
+
+
+class LSTMEncoder(keras.layers.Layer):
+    """Stacked (bi)LSTM over embedded source tokens; padding masked.
+
+    A bidirectional layer has `hidden_dim // 2` units per direction and its final
+    states are the concatenation of both directions (as in OpenNMT), so the
+    decoder of the same `hidden_dim` starts from them.
+    """
+
+    def __init__(self, num_layers, hidden_dim, bidirectional=False, dropout=0.0,
+                 uniform_init=None, **kwargs):
+        super().__init__(**kwargs)
+        if bidirectional and hidden_dim % 2:
+            raise ValueError(
+                "A bidirectional encoder needs an even hidden size. "
+                f"Received: hidden_dim={hidden_dim}"
+            )
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.bidirectional = bidirectional
+        self.dropout = dropout
+        self.uniform_init = uniform_init
+        self.supports_masking = True
+        self.rnn_layers = []
+        for index in range(num_layers):
+            units = hidden_dim // 2 if bidirectional else hidden_dim
+            lstm = keras.layers.LSTM(
+                units,
+                return_sequences=True,
+                return_state=True,
+                kernel_initializer=_initializer(uniform_init, "glorot_uniform"),
+                recurrent_initializer=_initializer(uniform_init, "orthogonal"),
+                dtype=self.dtype_policy,
+                name=f"lstm_{index}",
+            )
+            if bidirectional:
+                lstm = keras.layers.Bidirectional(
+                    lstm, dtype=self.dtype_policy, name=f"bilstm_{index}"
+                )
+            self.rnn_layers.append(lstm)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, input_dim):
+        for index, layer in enumerate(self.rnn_layers):
+            layer.build((None, None, input_dim if index == 0 else self.hidden_dim))
+        self.built = True
+
+    def call(self, inputs, mask, training=False):
+        outputs = inputs
+        final_hidden, final_cell = [], []
+        for index, layer in enumerate(self.rnn_layers):
+            if index > 0:
+                outputs = self.dropout_layer(outputs, training=training)
+            results = layer(outputs, mask=mask, training=training)
+            outputs = results[0]
+            if self.bidirectional:
+                h_fw, c_fw, h_bw, c_bw = results[1:]
+                final_hidden.append(ops.concatenate([h_fw, h_bw], axis=-1))
+                final_cell.append(ops.concatenate([c_fw, c_bw], axis=-1))
+            else:
+                final_hidden.append(results[1])
+                final_cell.append(results[2])
+        # (B, S, H), (B, L, H), (B, L, H)
+        return outputs, ops.stack(final_hidden, axis=1), ops.stack(final_cell, axis=1)
+
+
+class AttentionalLSTMDecoder(keras.layers.Layer):
+    """Stacked LSTM decoder with global attention and input feeding.
+
+    `call` (teacher forcing) and `step` (incremental decoding) run the same
+    `_step` function with the same weights; `call` is one `ops.scan` over time.
+    """
+
+    def __init__(self, embedding, num_layers, hidden_dim, attention_score="general",
+                 input_feeding=True, dropout=0.0, uniform_init=None, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding = embedding
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.attention_score = attention_score
+        self.input_feeding = input_feeding
+        self.dropout = dropout
+        self.uniform_init = uniform_init
+        self.cells = [
+            keras.layers.LSTMCell(
+                hidden_dim,
+                kernel_initializer=_initializer(uniform_init, "glorot_uniform"),
+                recurrent_initializer=_initializer(uniform_init, "orthogonal"),
+                dtype=self.dtype_policy,
+                name=f"lstm_cell_{index}",
+            )
+            for index in range(num_layers)
+        ]
+        self.attention = LuongAttention(
+            hidden_dim,
+            score=attention_score,
+            kernel_initializer=_initializer(uniform_init, "glorot_uniform"),
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+        self.seed_generator = keras.random.SeedGenerator(seed=None)
+
+    def build(self, memory_dim):
+        input_dim = self.embedding.output_dim + (self.hidden_dim if self.input_feeding else 0)
+        for index, cell in enumerate(self.cells):
+            cell.build((None, input_dim if index == 0 else self.hidden_dim))
+        self.attention.build((None, self.hidden_dim), (None, None, memory_dim))
+        self.built = True
+
+    def initial_state(self, memory, memory_mask, hidden, cell):
+        """Decoding state for a batch: a dict of tensors with leading batch dim."""
+        batch = ops.shape(memory)[0]
+        return {
+            "memory": memory,
+            "keys": self.attention.memory_keys(memory),
+            "memory_mask": ops.cast(memory_mask, memory.dtype),
+            "hidden": hidden,
+            "cell": cell,
+            "attentional": ops.zeros((batch, self.hidden_dim), dtype=memory.dtype),
+            "alignment": ops.zeros(ops.shape(memory_mask), dtype="float32"),
+        }
+
+    def _step(self, inputs_t, state, noise_t=None):
+        """One decoder step on embedded inputs `(B, E)`; `noise_t` holds dropout masks."""
+        x = inputs_t
+        if self.input_feeding:
+            x = ops.concatenate([x, state["attentional"]], axis=-1)
+        hidden, cell = [], []
+        for index, lstm_cell in enumerate(self.cells):
+            if index > 0 and noise_t is not None:
+                x = x * noise_t[index - 1]
+            x, (h, c) = lstm_cell(x, [state["hidden"][:, index], state["cell"][:, index]])
+            hidden.append(h)
+            cell.append(c)
+        attentional, alignment = self.attention(
+            x, state["memory"], state["keys"], state["memory_mask"]
+        )
+        if noise_t is not None:
+            # OpenNMT-py drops the attentional state and feeds the dropped one back.
+            attentional = attentional * noise_t[-1]
+        new_state = dict(state)
+        new_state.update(
+            hidden=ops.stack(hidden, axis=1),
+            cell=ops.stack(cell, axis=1),
+            attentional=attentional,
+            alignment=alignment,
+        )
+        return attentional, new_state
+
+    def step(self, ids_t, state):
+        """Incremental decoding: `ids_t (B,)` → `(h_t (B, d_h), new_state)`."""
+        return self._step(self.embedding(ids_t), state)
+
+    def call(self, target_in, state, training=False):
+        embedded = self.embedding(target_in)  # (B, T, E)
+        noise = None
+        if training and self.dropout > 0:
+            embedded = keras.random.dropout(embedded, self.dropout, seed=self.seed_generator)
+            # One mask per step, drawn before the loop: between LSTM layers and on
+            # the attentional output. (num_layers, T, B, H) after transposition.
+            shape = (self.num_layers,) + tuple(ops.shape(embedded)[:2]) + (self.hidden_dim,)
+            keep = keras.random.uniform(shape, seed=self.seed_generator) >= self.dropout
+            noise = ops.cast(keep, embedded.dtype) / (1.0 - self.dropout)
+            noise = ops.transpose(noise, (2, 0, 1, 3))  # (T, L, B, H)
+        xs = ops.transpose(embedded, (1, 0, 2))  # (T, B, E)
+        carry_keys = ("hidden", "cell", "attentional")
+        constants = {k: v for k, v in state.items() if k not in carry_keys}
+        steps = tf.shape(xs)[0]
+        outputs = tf.TensorArray(xs.dtype, size=steps, element_shape=state["attentional"].shape)
+
+        # A while loop, not keras.ops.scan: the TF backend's scan requires the
+        # per-step outputs to have the carry's structure.
+        def body(t, carry, outputs):
+            full = dict(constants)
+            full.update(zip(carry_keys, carry))
+            noise_t = noise[t] if noise is not None else None
+            output, new_state = self._step(xs[t], full, noise_t)
+            return t + 1, tuple(new_state[k] for k in carry_keys), outputs.write(t, output)
+
+        _, _, outputs = tf.while_loop(
+            lambda t, *_: t < steps,
+            body,
+            (tf.constant(0), tuple(state[k] for k in carry_keys), outputs),
+            maximum_iterations=steps,  # lets XLA size the TensorArray
+        )
+        outputs = outputs.stack()  # (T, B, H)
+        return ops.transpose(outputs, (1, 0, 2))  # (B, T, H)
+
+
+@export
+class LSTMSeq2Seq(keras.Model):
+    """Attentional LSTM encoder–decoder that takes any output head.
+
+    Args:
+        source_vocabulary_size: int.
+        target_vocabulary_size: int.
+        embedding_dim: int. Source and target embedding size. Defaults to 512.
+        hidden_dim: int. LSTM size of encoder (both directions together) and
+            decoder, and size of the attentional state h̃. Defaults to 512.
+        num_layers: int in [1, 8]. Layers of the encoder and of the decoder.
+            Defaults to 2.
+        bidirectional_encoder: bool. Defaults to `False`.
+        dropout: float. Between layers, on embeddings and on h̃. Defaults to 0.3.
+        input_feeding: bool. Feed h̃_{t−1} to the decoder input. Defaults to `True`.
+        attention_score: `"general"` or `"dot"`. Defaults to `"general"`.
+        uniform_init: float or `None`. If set, every weight is drawn from
+            U(−a, a) (Pappas et al. use 0.1). Defaults to `None` (Glorot/orthogonal).
+        head: the output head: `"softmax"`, `"tied"`, another registered name,
+            or a spec dict `{"class_name": ..., "config": {...}}`. Heads that reuse
+            the target embedding get this model's target embedding.
+            Defaults to `"softmax"`.
+        **kwargs: passed to `keras.Model`.
+
+    Call arguments:
+        inputs: dict with `"source_ids"` `(B, S)` and `"target_in"` `(B, T)`,
+            int32, padded with 0.
+        training: bool.
+
+    Returns:
+        The head's output: logits `(B, T, V)` for categorical heads.
+
+    Example:
+    ```python
+    import numpy as np
+    from zoo.lstm import LSTMSeq2Seq
+    model = LSTMSeq2Seq(100, 120, embedding_dim=32, hidden_dim=32, num_layers=1,
+                        head="tied")
+    logits = model({"source_ids": np.ones((2, 7), "int32"),
+                    "target_in": np.ones((2, 5), "int32")})
+    ```
+
+    References:
+        Luong, Pham & Manning 2015 (attention, input feeding);
+        Pappas, Miculicich & Henderson 2018, §4.1 (the 2-layer/512 setup).
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=512,
+        hidden_dim=512,
+        num_layers=2,
+        bidirectional_encoder=False,
+        dropout=0.3,
+        input_feeding=True,
+        attention_score="general",
+        uniform_init=None,
+        head="softmax",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(num_layers, int) or not 1 <= num_layers <= 8:
+            raise ValueError(f"`num_layers` must be an int in [1, 8]. Received: num_layers={num_layers}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        self.source_vocabulary_size = source_vocabulary_size
+        self.target_vocabulary_size = target_vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.bidirectional_encoder = bidirectional_encoder
+        self.dropout = dropout
+        self.input_feeding = input_feeding
+        self.attention_score = attention_score
+        self.uniform_init = uniform_init
+
+        embedding_init = _initializer(uniform_init, "uniform")
+        self.source_embedding = keras.layers.Embedding(
+            source_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
+            dtype=self.dtype_policy, name="source_embedding",
+        )
+        self.target_embedding = keras.layers.Embedding(
+            target_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
+            dtype=self.dtype_policy, name="target_embedding",
+        )
+        self.source_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.encoder = LSTMEncoder(
+            num_layers, hidden_dim, bidirectional=bidirectional_encoder, dropout=dropout,
+            uniform_init=uniform_init, dtype=self.dtype_policy, name="encoder",
+        )
+        self.decoder = AttentionalLSTMDecoder(
+            self.target_embedding, num_layers, hidden_dim, attention_score=attention_score,
+            input_feeding=input_feeding, dropout=dropout, uniform_init=uniform_init,
+            dtype=self.dtype_policy, name="decoder",
+        )
+        self.head = build_head(head, target_vocabulary_size, self.target_embedding,
+                               dtype=self.dtype_policy)
+        self._build_all()
+
+    def _build_all(self):
+        # Everything has a known shape: build now so weights exist before any call
+        # (needed by tied heads, parameter reports and weight loading).
+        self.source_embedding.build((None, None))
+        self.target_embedding.build((None, None))
+        self.encoder.build(self.embedding_dim)
+        self.decoder.build(self.hidden_dim)
+        if not self.head.built:
+            self.head.build((None, None, self.hidden_dim))
+
+    # -- encoder side -----------------------------------------------------
+    def encode(self, source_ids, training=False):
+        """Source ids `(B, S)` → decoding state dict (see `AttentionalLSTMDecoder`)."""
+        source_ids = ops.cast(source_ids, "int32")
+        mask = ops.not_equal(source_ids, PAD_ID)
+        embedded = self.source_dropout(self.source_embedding(source_ids), training=training)
+        memory, hidden, cell = self.encoder(embedded, mask=mask, training=training)
+        return self.decoder.initial_state(memory, mask, hidden, cell)
+
+    def call(self, inputs, training=False):
+        state = self.encode(inputs["source_ids"], training=training)
+        target_in = ops.cast(inputs["target_in"], "int32")
+        h = self.decoder(target_in, state, training=training)
+        # The decoder already drops h̃ in training (and feeds the dropped one back).
+        return self.head(h)
+
+    # -- decoding contract ------------------------------------------------
+    def initial_decoding_state(self, source_ids):
+        return self.encode(source_ids, training=False)
+
+    def make_step_fn(self, cache=None):
+        """`step_fn(ids_t, state) → (log_scores (B, V), new_state)` for the decoders.
+
+        The head's `inference_cache()` is computed once here, not per step.
+        """
+        if cache is None:
+            cache = self.head.inference_cache()
+
+        def step_fn(ids_t, state):
+            h_t, new_state = self.decoder.step(ops.cast(ids_t, "int32"), state)
+            return self.head.scores(h_t, cache), new_state
+
+        return step_fn
+
+    def parameter_groups(self):
+        """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
+        return {
+            "embeddings": self.source_embedding.weights + self.target_embedding.weights,
+            "encoder": self.encoder.weights,
+            "decoder": [w for w in self.decoder.weights
+                        if all(w is not e for e in self.target_embedding.weights)],
+            "output_layer": self.head.weights,
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "source_vocabulary_size": self.source_vocabulary_size,
+                "target_vocabulary_size": self.target_vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "hidden_dim": self.hidden_dim,
+                "num_layers": self.num_layers,
+                "bidirectional_encoder": self.bidirectional_encoder,
+                "dropout": self.dropout,
+                "input_feeding": self.input_feeding,
+                "attention_score": self.attention_score,
+                "uniform_init": self.uniform_init,
+                "head": head_to_spec(self.head),
+            }
+        )
+        return config
+
+
+__all__ = ["LSTMSeq2Seq", "LSTMEncoder", "AttentionalLSTMDecoder", "BOS_ID", "EOS_ID"]
