@@ -1,1 +1,47 @@
-"""tf_outheads."""
+"""tf_outheads: output layers for neural machine translation on Keras 3 / TensorFlow.
+
+The public surface is the explicit list below (`__all__`); submodules
+(`tf_outheads.data`, `.decoding`, `.metrics`, `.training`) hold the rest.
+"""
+
+from tf_outheads import data
+from tf_outheads import decoding
+from tf_outheads import metrics
+from tf_outheads import training
+from tf_outheads.decoding.greedy import greedy_search
+from tf_outheads.decoding.translate import Translator
+from tf_outheads.decoding.translate import translate
+from tf_outheads.layers.attention import LuongAttention
+from tf_outheads.layers.heads import CategoricalHead
+from tf_outheads.layers.heads import SoftmaxHead
+from tf_outheads.layers.heads import TiedSoftmaxHead
+from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
+from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
+from tf_outheads.metrics.bleu import corpus_bleu
+from tf_outheads.metrics.params import parameter_report
+from tf_outheads.training.callbacks import BleuCallback
+from tf_outheads.training.fit import compile_for_translation
+from tf_outheads.training.fit import translation_callbacks
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BleuCallback",
+    "CategoricalHead",
+    "LuongAttention",
+    "MaskedSequenceCrossEntropy",
+    "SoftmaxHead",
+    "TiedSoftmaxHead",
+    "Translator",
+    "compile_for_translation",
+    "corpus_bleu",
+    "data",
+    "decoding",
+    "greedy_search",
+    "masked_sequence_cross_entropy",
+    "metrics",
+    "parameter_report",
+    "training",
+    "translate",
+    "translation_callbacks",
+]

@@ -1,0 +1,19 @@
+"""Model zoo: seq2seq models that take any tf_outheads head, named presets, the CLI.
+
+`from zoo import LSTMSeq2Seq`. Imports are lazy so that `tf-outheads --help`
+answers without loading TensorFlow.
+"""
+
+__all__ = ["LSTMSeq2Seq", "PRESETS", "get_preset"]
+
+
+def __getattr__(name):
+    if name == "LSTMSeq2Seq":
+        from zoo.lstm import LSTMSeq2Seq
+
+        return LSTMSeq2Seq
+    if name in ("PRESETS", "get_preset"):
+        from zoo import presets
+
+        return getattr(presets, name)
+    raise AttributeError(f"module 'zoo' has no attribute {name!r}")

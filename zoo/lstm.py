@@ -326,6 +326,7 @@ class LSTMSeq2Seq(keras.Model):
         self.decoder.build(self.hidden_dim)
         if not self.head.built:
             self.head.build((None, None, self.hidden_dim))
+        self.built = True
 
     # -- encoder side -----------------------------------------------------
     def encode(self, source_ids, training=False):

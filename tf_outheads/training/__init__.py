@@ -1,0 +1,10 @@
+"""Training: compile settings, callbacks (dev BLEU, limits), the fit path."""
+
+from tf_outheads.training.callbacks import BleuCallback
+from tf_outheads.training.callbacks import StepLimit
+from tf_outheads.training.callbacks import TimeLimit
+from tf_outheads.training.fit import compile_for_translation
+from tf_outheads.training.fit import translation_callbacks
+
+__all__ = ["BleuCallback", "StepLimit", "TimeLimit", "compile_for_translation",
+           "translation_callbacks"]

@@ -1,0 +1,123 @@
+"""Keras callbacks for translation training: dev BLEU, wall-clock budget."""
+
+import json
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from tf_outheads.decoding.translate import Translator
+from tf_outheads.metrics.bleu import corpus_bleu
+
+
+class BleuCallback(keras.callbacks.Callback):
+    """Translate a dev set and compute sacrebleu BLEU, every epoch or every N steps.
+
+    The score goes into the epoch logs as `val_bleu` (so `EarlyStopping`,
+    `ModelCheckpoint` and `TensorBoard` placed *after* this callback see it),
+    is printed with sacrebleu's signature, and the hypotheses of the latest
+    evaluation are written to `output_dir/dev.hyp` when `output_dir` is set.
+
+    Args:
+        sources: list of str, dev source sentences.
+        references: list of str, or list of reference streams (each a list of
+            str), detokenized.
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`s.
+        every_n_steps: int or `None`. If set, also evaluate every N training
+            batches (in addition to epoch ends). Defaults to `None`.
+        output_dir: str or `None`. Where to write `dev.hyp` and `bleu.jsonl`.
+        verbose: int. Print the score line. Defaults to 1.
+        **translator_kwargs: passed to `Translator` (batch_size, ...).
+    """
+
+    def __init__(self, sources, references, source_tokenizer, target_tokenizer,
+                 every_n_steps=None, output_dir=None, verbose=1, **translator_kwargs):
+        super().__init__()
+        self.sources = list(sources)
+        self.references = references
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.every_n_steps = every_n_steps
+        self.output_dir = output_dir
+        self.verbose = verbose
+        self.translator_kwargs = translator_kwargs
+        self.history = []  # (step, bleu)
+        self._step = 0
+        self._translator = None
+
+    def evaluate(self):
+        """Translate the dev set now; returns the `Score`."""
+        if self._translator is None:
+            self._translator = Translator(self.model, self.source_tokenizer,
+                                          self.target_tokenizer, **self.translator_kwargs)
+        start = time.time()
+        hypotheses = self._translator.translate(self.sources)
+        score = corpus_bleu(hypotheses, self.references)
+        self.history.append((self._step, score.score))
+        if self.verbose:
+            print(f"\n[dev] step {self._step}: {score.text}  ({time.time() - start:.0f}s)\n"
+                  f"[dev] signature: {score.signature}", flush=True)
+        if self.output_dir:
+            os.makedirs(self.output_dir, exist_ok=True)
+            with open(os.path.join(self.output_dir, "dev.hyp"), "w", encoding="utf-8") as f:
+                f.write("\n".join(hypotheses) + "\n")
+            with open(os.path.join(self.output_dir, "bleu.jsonl"), "a", encoding="utf-8") as f:
+                f.write(json.dumps({"step": self._step, "bleu": score.score,
+                                    "signature": score.signature}) + "\n")
+        return score
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self.every_n_steps and self._step % self.every_n_steps == 0:
+            self.evaluate()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        if self.every_n_steps and self.history and self.history[-1][0] == self._step:
+            logs["val_bleu"] = self.history[-1][1]
+            return
+        logs["val_bleu"] = self.evaluate().score
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stop training cleanly once a wall-clock budget (minutes) is spent.
+
+    Checked after every batch; the current epoch's end callbacks still run, so
+    the last evaluation and checkpoint happen.
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        if minutes <= 0:
+            raise ValueError(f"`minutes` must be > 0. Received: minutes={minutes}")
+        self.minutes = minutes
+        self._start = None
+
+    def on_train_begin(self, logs=None):
+        self._start = time.time()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.time() - self._start > 60.0 * self.minutes:
+            self.model.stop_training = True
+
+
+class StepLimit(keras.callbacks.Callback):
+    """Stop after a total number of optimizer steps (counted over all epochs)."""
+
+    def __init__(self, max_steps):
+        super().__init__()
+        self.max_steps = max_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.max_steps:
+            self.model.stop_training = True
+
+
+def tensorboard_scalar(log_dir, name, value, step):
+    """Write one scalar to a TensorBoard log directory."""
+    writer = tf.summary.create_file_writer(log_dir)
+    with writer.as_default():
+        tf.summary.scalar(name, value, step=step)
+    writer.flush()

@@ -1,0 +1,143 @@
+"""`tf-outheads train | translate | evaluate` — a thin layer over the library.
+
+    tf-outheads train --preset lstm-cpu --run-dir runs/lstm-cpu
+    tf-outheads translate --run-dir runs/lstm-cpu --input src.txt --output hyp.txt
+    tf-outheads evaluate --hypotheses runs/lstm-cpu/test.hyp --split test --run-dir runs/lstm-cpu
+"""
+
+import argparse
+import ast
+import json
+import os
+import sys
+
+
+def _parse_overrides(pairs):
+    overrides = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects section.key=value. Received: --set {pair}")
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw  # a bare string such as head=tied
+        overrides[key] = value
+    return overrides
+
+
+def _train(args):
+    from zoo.train import run_training
+
+    overrides = _parse_overrides(args.set)
+    if args.max_minutes is not None:
+        overrides["train.max_minutes"] = args.max_minutes
+    if args.max_steps is not None:
+        overrides["train.max_steps"] = args.max_steps
+    if args.corpus is not None:
+        overrides["data.corpus"] = args.corpus
+    run_dir = args.run_dir or os.path.join("runs", args.preset)
+    run_training(args.preset, run_dir, overrides)
+
+
+def _translate(args):
+    from tf_outheads.decoding.translate import Translator
+    from tf_outheads.metrics import read_lines
+    from zoo.train import load_run
+
+    model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
+    sources = read_lines(args.input) if args.input != "-" else sys.stdin.read().splitlines()
+    options = dict(preset["decode"])
+    if args.batch_size:
+        options["batch_size"] = args.batch_size
+    hypotheses = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
+    text = "\n".join(hypotheses) + ("\n" if hypotheses else "")
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def _evaluate(args):
+    from tf_outheads import data as tfo_data
+    from tf_outheads.metrics import evaluate_translations, format_report, read_lines
+    from zoo.presets import EMBEDDED_CORPUS
+
+    hypotheses = read_lines(args.hypotheses)
+    if args.references:
+        references = {os.path.basename(p): read_lines(p) for p in args.references}
+        primary = os.path.basename(args.references[0])
+    else:
+        corpus = tfo_data.read_tsv(args.corpus or EMBEDDED_CORPUS, source=args.source_column,
+                                   target=args.target_column,
+                                   references=tuple(args.reference_columns), split=args.split)
+        references = {args.target_column: corpus.targets, **corpus.references}
+        primary = args.target_column
+    # evaluate_translations refuses streams whose line count differs from the
+    # hypotheses' (sacrebleu's Python API would silently score the shorter one).
+    try:
+        results = evaluate_translations(hypotheses, references, primary=primary)
+    except ValueError as error:
+        raise SystemExit(f"error: {args.hypotheses}: {error}")
+    print(format_report(results))
+    report = {name: {"score": s.score, "signature": s.signature} for name, s in results.items()}
+    if args.run_dir:
+        from tf_outheads.metrics import parameter_report
+        from zoo.train import load_run
+
+        params = parameter_report(load_run(args.run_dir)[0])
+        print(params)
+        report["parameters"] = params.groups
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+
+
+def build_parser():
+    from zoo.presets import DEFAULT_PRESET, PRESETS
+
+    parser = argparse.ArgumentParser(prog="tf-outheads", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a preset, print dev/test BLEU")
+    train.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
+    train.add_argument("--run-dir", help="output directory (default runs/PRESET)")
+    train.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
+    train.add_argument("--max-minutes", type=float, help="wall-clock training budget")
+    train.add_argument("--max-steps", type=int, help="optimizer step budget")
+    train.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                       help="override a preset setting, e.g. --set model.head=softmax")
+    train.set_defaults(func=_train)
+
+    translate = commands.add_parser("translate", help="translate a file with a trained run")
+    translate.add_argument("--run-dir", required=True)
+    translate.add_argument("--input", required=True, help="one source sentence per line, or -")
+    translate.add_argument("--output", help="hypotheses file (default stdout)")
+    translate.add_argument("--batch-size", type=int)
+    translate.set_defaults(func=_translate)
+
+    evaluate = commands.add_parser("evaluate", help="BLEU/chrF of a hypotheses file")
+    evaluate.add_argument("--hypotheses", required=True)
+    evaluate.add_argument("--references", nargs="+",
+                          help="reference files (first is primary); default: the corpus split")
+    evaluate.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--source-column", default="es")
+    evaluate.add_argument("--target-column", default="en_web")
+    evaluate.add_argument("--reference-columns", nargs="*", default=["en_kjv"])
+    evaluate.add_argument("--run-dir", help="also print the model's parameter counts")
+    evaluate.add_argument("--json", help="write the scores to this JSON file")
+    evaluate.set_defaults(func=_evaluate)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The main job: train a preset on a corpus, report dev/test BLEU, write translations.
+
+Everything here is a few calls into `tf_outheads`; the CLI (`zoo.cli`) is a thin
+layer over `run_training`, `translate_file` and `evaluate_files`.
+"""
+
+import json
+import os
+import time
+
+import keras
+
+from tf_outheads import data as tfo_data
+from tf_outheads.decoding.translate import Translator
+from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
+from tf_outheads.training.fit import compile_for_translation, translation_callbacks
+from zoo.lstm import LSTMSeq2Seq
+from zoo.presets import get_preset
+
+MODEL_TYPES = {"lstm": LSTMSeq2Seq}
+
+
+def load_splits(data_config, log=print):
+    """Read train/dev/test from the preset's corpus; clean the training split only."""
+    splits = {}
+    for split in ("train", "dev", "test"):
+        splits[split] = tfo_data.read_tsv(
+            data_config["corpus"],
+            source=data_config["source_column"],
+            target=data_config["target_column"],
+            references=tuple(data_config["reference_columns"]),
+            split=split,
+        )
+    cleaned, report = tfo_data.clean(
+        splits["train"],
+        max_length=data_config["max_length"],
+        max_length_ratio=data_config["max_length_ratio"],
+    )
+    log(f"[data] {data_config['corpus']}: train {len(splits['train'])} pairs, "
+        f"dev {len(splits['dev'])}, test {len(splits['test'])}")
+    log(f"[data] cleaning of train: {report}")
+    splits["train"] = cleaned
+    return splits
+
+
+def reference_streams(corpus, data_config):
+    """Reference dict `{target_column: [...], other columns...}` for evaluation."""
+    references = {data_config["target_column"]: corpus.targets}
+    references.update(corpus.references)
+    return references
+
+
+def build_model(preset, source_vocabulary_size, target_vocabulary_size):
+    model_cls = MODEL_TYPES[preset["train"]["model_type"]]
+    return model_cls(source_vocabulary_size, target_vocabulary_size, **preset["model"])
+
+
+def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None, log=print):
+    """Train, evaluate on dev and test, write translations; returns the results dict.
+
+    Files written to `run_dir`: `preset.json`, the SentencePiece model(s) and
+    `tokenizer.json`, `checkpoints/best.weights.h5`, `model.keras` (the best
+    dev-BLEU weights), `logs/` (TensorBoard), `history.csv`, `bleu.jsonl`,
+    `dev.hyp`, `test.hyp`, `results.json`. Re-running with the same `run_dir`
+    reuses the tokenizer and resumes an interrupted training from `backup/`.
+    """
+    start = time.time()
+    preset = get_preset(preset_name, overrides)
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "preset.json"), "w", encoding="utf-8") as f:
+        json.dump({"name": preset_name, **preset}, f, indent=2)
+    keras.utils.set_random_seed(preset["train"]["seed"])
+    data_config, train_config, decode_config = preset["data"], preset["train"], preset["decode"]
+
+    splits = load_splits(data_config, log=log)
+    train = splits["train"]
+    source_tokenizer, target_tokenizer = tfo_data.build_tokenizers(
+        train.sources, train.targets, run_dir,
+        vocab_size=data_config["vocab_size"],
+        joint=data_config["joint_vocabulary"],
+        model_type=data_config["tokenizer_type"],
+        seed=train_config["seed"],
+    )
+    log(f"[data] tokenizer: {data_config['tokenizer_type']} "
+        f"{'joint' if data_config['joint_vocabulary'] else 'separate'}, "
+        f"vocab source {source_tokenizer.vocab_size} / target {target_tokenizer.vocab_size}")
+    train_dataset = tfo_data.dataset_from_corpus(
+        train, source_tokenizer, target_tokenizer,
+        batch_tokens=data_config["batch_tokens"],
+        max_length=data_config["max_sequence_length"],
+        shuffle=True, seed=train_config["seed"], repeat=True,
+    )
+    dev_dataset = tfo_data.dataset_from_corpus(
+        splits["dev"], source_tokenizer, target_tokenizer,
+        batch_tokens=data_config["batch_tokens"], shuffle=False,
+    )
+
+    model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+    compile_for_translation(
+        model,
+        learning_rate=train_config["learning_rate"],
+        clipnorm=train_config["clipnorm"],
+        label_smoothing=train_config["label_smoothing"],
+    )
+    log(f"[model] {type(model).__name__} {preset['model']}")
+    log(str(parameter_report(model)))
+
+    dev_refs = reference_streams(splits["dev"], data_config)
+    callbacks, bleu = translation_callbacks(
+        run_dir,
+        dev_sources=splits["dev"].sources,
+        dev_references=dev_refs[data_config["target_column"]],
+        source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer,
+        patience=train_config["patience"],
+        max_minutes=train_config["max_minutes"],
+        max_steps=train_config["max_steps"],
+        decode_options=decode_config,
+    )
+    model.fit(
+        train_dataset,
+        epochs=train_config["epochs"],
+        steps_per_epoch=train_config["steps_per_epoch"],
+        validation_data=dev_dataset,
+        callbacks=callbacks,
+        verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
+    )
+    train_seconds = time.time() - start
+
+    best = os.path.join(run_dir, "checkpoints", "best.weights.h5")
+    if os.path.exists(best):
+        model.load_weights(best)
+    model_path = os.path.join(run_dir, "model.keras")
+    model.save(model_path)
+
+    translator = Translator(model, source_tokenizer, target_tokenizer, **decode_config)
+    results = {"preset": preset_name, "run_dir": run_dir,
+               "steps": int(model.optimizer.iterations.numpy()),
+               "train_seconds": round(train_seconds, 1),
+               "parameters": parameter_report(model).groups,
+               "dev_bleu_history": bleu.history if bleu else []}
+    for split in ("dev", "test"):
+        hypotheses = translator.translate(splits[split].sources)
+        with open(os.path.join(run_dir, f"{split}.hyp"), "w", encoding="utf-8") as f:
+            f.write("\n".join(hypotheses) + "\n")
+        scores = evaluate_translations(hypotheses, reference_streams(splits[split], data_config),
+                                       primary=data_config["target_column"])
+        log(f"[{split}] {len(hypotheses)} sentences → {os.path.join(run_dir, split + '.hyp')}")
+        log(format_report(scores))
+        results[split] = {name: {"score": s.score, "signature": s.signature}
+                          for name, s in scores.items()}
+    results["total_seconds"] = round(time.time() - start, 1)
+    with open(os.path.join(run_dir, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+    primary = f"bleu[{data_config['target_column']}]"
+    log(f"[done] dev BLEU {results['dev'][primary]['score']:.2f}, "
+        f"test BLEU {results['test'][primary]['score']:.2f} "
+        f"({results['steps']} steps, {results['total_seconds'] / 60:.1f} min)")
+    return results
+
+
+def load_run(run_dir):
+    """The trained model and tokenizers of a run directory."""
+    model_path = os.path.join(run_dir, "model.keras")
+    if not os.path.exists(model_path):
+        raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
+                                "(train first: tf-outheads train --run-dir ...)")
+    model = keras.saving.load_model(model_path, safe_mode=True)
+    source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
+    with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
+        preset = json.load(f)
+    return model, source_tokenizer, target_tokenizer, preset
