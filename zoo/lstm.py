@@ -22,12 +22,6 @@ from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.heads import build_head, head_to_spec
 
 
-def _initializer(uniform_init, default):
-    if uniform_init:
-        return keras.initializers.RandomUniform(-uniform_init, uniform_init)
-    return default
-
-
 class LSTMEncoder(keras.layers.Layer):
     """Stacked (bi)LSTM over embedded source tokens; padding masked.
 
@@ -57,8 +51,8 @@ class LSTMEncoder(keras.layers.Layer):
                 units,
                 return_sequences=True,
                 return_state=True,
-                kernel_initializer=_initializer(uniform_init, "glorot_uniform"),
-                recurrent_initializer=_initializer(uniform_init, "orthogonal"),
+                kernel_initializer="glorot_uniform",
+                recurrent_initializer="orthogonal",
                 dtype=self.dtype_policy,
                 name=f"lstm_{index}",
             )
@@ -113,8 +107,8 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         self.cells = [
             keras.layers.LSTMCell(
                 hidden_dim,
-                kernel_initializer=_initializer(uniform_init, "glorot_uniform"),
-                recurrent_initializer=_initializer(uniform_init, "orthogonal"),
+                kernel_initializer="glorot_uniform",
+                recurrent_initializer="orthogonal",
                 dtype=self.dtype_policy,
                 name=f"lstm_cell_{index}",
             )
@@ -123,7 +117,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         self.attention = LuongAttention(
             hidden_dim,
             score=attention_score,
-            kernel_initializer=_initializer(uniform_init, "glorot_uniform"),
+            kernel_initializer="glorot_uniform",
             dtype=self.dtype_policy,
             name="attention",
         )
@@ -294,7 +288,7 @@ class LSTMSeq2Seq(keras.Model):
         self.attention_score = attention_score
         self.uniform_init = uniform_init
 
-        embedding_init = _initializer(uniform_init, "uniform")
+        embedding_init = "uniform"
         self.source_embedding = keras.layers.Embedding(
             source_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
             dtype=self.dtype_policy, name="source_embedding",
@@ -327,6 +321,12 @@ class LSTMSeq2Seq(keras.Model):
         if not self.head.built:
             self.head.build((None, None, self.hidden_dim))
         self.built = True
+        if self.uniform_init:
+            # Every parameter, biases and head included, drawn independently from
+            # U(−a, a), as OpenNMT-py's `param_init` (Pappas et al. use a = 0.1).
+            for variable in self.weights:
+                variable.assign(keras.random.uniform(
+                    variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype))
 
     # -- encoder side -----------------------------------------------------
     def encode(self, source_ids, training=False):

@@ -126,6 +126,7 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
     )
     train_seconds = time.time() - start
+    steps = int(model.optimizer.iterations.numpy())
 
     best = os.path.join(run_dir, "checkpoints", "best.weights.h5")
     if os.path.exists(best):
@@ -135,7 +136,7 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
 
     translator = Translator(model, source_tokenizer, target_tokenizer, **decode_config)
     results = {"preset": preset_name, "run_dir": run_dir,
-               "steps": int(model.optimizer.iterations.numpy()),
+               "steps": steps,
                "train_seconds": round(train_seconds, 1),
                "parameters": parameter_report(model).groups,
                "dev_bleu_history": bleu.history if bleu else []}

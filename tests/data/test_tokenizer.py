@@ -205,3 +205,17 @@ def test_load_tokenizers_without_config(tmp_path):
     with pytest.raises(FileNotFoundError, match="tokenizer.json") as info:
         load_tokenizers(tmp_path)
     assert str(tmp_path) in str(info.value)
+
+
+def test_tokenizer_survives_set_random_seed(bible_tokenizer, bible_slice):
+    """`tf.random.set_seed` frees the eager SentencePiece resource; it is rebuilt."""
+    import keras
+
+    from tf_outheads.data import SubwordTokenizer
+
+    tokenizer = SubwordTokenizer.from_bytes(bible_tokenizer.model_proto)
+    line = bible_slice.sources[0]
+    before = tokenizer.tokenize([line]).to_list()
+    keras.utils.set_random_seed(7)
+    assert tokenizer.tokenize([line]).to_list() == before
+    assert tokenizer.decode_to_text(before)[0] == bible_tokenizer.decode_to_text(before)[0]

@@ -213,9 +213,22 @@ class SubwordTokenizer(tf.Module):
                 f"the special tokens at {expected}; train it with "
                 f"`train_sentencepiece`. Received: special ids {found}"
             )
-        self._tokenizer = tensorflow_text.SentencepieceTokenizer(
-            model=self.model_proto, out_type=tf.int32
-        )
+        self._tokenizer = self._make_op_tokenizer()
+
+    def _make_op_tokenizer(self):
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+
+    def _run(self, method, *args):
+        # `tf.random.set_seed` (and so `keras.utils.set_random_seed`) clears the
+        # eager kernel cache, which frees the SentencePiece resource. Eagerly,
+        # rebuild it once and retry instead of failing for good.
+        try:
+            return getattr(self._tokenizer, method)(*args)
+        except tf.errors.NotFoundError:
+            if not tf.executing_eagerly():
+                raise
+            self._tokenizer = self._make_op_tokenizer()
+            return getattr(self._tokenizer, method)(*args)
 
     @classmethod
     def from_bytes(cls, model_bytes, name=None):
@@ -271,7 +284,7 @@ class SubwordTokenizer(tf.Module):
         tokenizer.tokenize(["Y dijo Dios", "luz"]) # RaggedTensor
         ```
         """
-        return self._tokenizer.tokenize(strings)
+        return self._run("tokenize", strings)
 
     def detokenize(self, ids):
         """Turns ids back into text, stopping at the first `</s>`.
@@ -302,7 +315,7 @@ class SubwordTokenizer(tf.Module):
         # Keep positions before the first EOS that are neither PAD nor BOS.
         before_eos = tf.math.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=-1) == 0
         keep = before_eos & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, BOS_ID)
-        texts = self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        texts = self._run("detokenize", tf.ragged.boolean_mask(ids, keep))
         return texts[0] if single else texts
 
     def decode_to_text(self, ids):

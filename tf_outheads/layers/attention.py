@@ -1,5 +1,7 @@
 """Luong global attention (Luong et al. 2015, §3.1), one decoder step at a time."""
 
+import numbers
+
 import keras
 from keras import ops
 
@@ -39,9 +41,11 @@ class LuongAttention(keras.layers.Layer):
 
     def __init__(self, units, score="general", kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
+        if isinstance(units, bool) or not isinstance(units, numbers.Integral) or units < 1:
+            raise ValueError(f"`units` must be a positive int. Received: units={units!r}")
         if score not in ("general", "dot"):
             raise ValueError(f"`score` must be 'general' or 'dot'. Received: score={score}")
-        self.units = units
+        self.units = int(units)
         self.score = score
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 

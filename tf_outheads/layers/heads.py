@@ -16,6 +16,7 @@ A categorical head is described by three pieces, which subclasses provide:
 """
 
 import inspect
+import numbers
 
 import keras
 from keras import ops
@@ -161,12 +162,17 @@ class SoftmaxHead(CategoricalHead):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(vocabulary_size, int) or vocabulary_size < 1:
+        # numbers.Integral: numpy ints (e.g. from a vocabulary array) are ints too.
+        if (
+            isinstance(vocabulary_size, bool)
+            or not isinstance(vocabulary_size, numbers.Integral)
+            or vocabulary_size < 1
+        ):
             raise ValueError(
                 "`vocabulary_size` must be a positive int. "
-                f"Received: vocabulary_size={vocabulary_size}"
+                f"Received: vocabulary_size={vocabulary_size!r}"
             )
-        self.vocabulary_size = vocabulary_size
+        self.vocabulary_size = int(vocabulary_size)
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -274,6 +280,13 @@ class TiedSoftmaxHead(CategoricalHead):
         use_projection = self.projection
         if use_projection is None:
             use_projection = hidden_dim != self.embedding.output_dim
+        elif not use_projection and hidden_dim != self.embedding.output_dim:
+            # Without a projection h is multiplied by Eᵀ directly: sizes must match.
+            raise ValueError(
+                "`projection=False` needs the decoder output size to equal the "
+                "embedding size. "
+                f"Received: hidden_dim={hidden_dim}, embedding_dim={self.embedding.output_dim}"
+            )
         self.projection_layer = None
         if use_projection:
             self.projection_layer = keras.layers.Dense(

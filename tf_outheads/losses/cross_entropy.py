@@ -47,8 +47,10 @@ def masked_sequence_cross_entropy(y_true, logits, label_smoothing=0.0, pad_id=PA
     ```
     """
     per_token = sequence_cross_entropy_per_token(y_true, logits, label_smoothing)
-    mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), pad_id), "float32")
-    return ops.divide_no_nan(ops.sum(per_token * mask), ops.sum(mask))
+    mask = ops.not_equal(ops.cast(y_true, "int32"), pad_id)
+    # `where`, not `* mask`: non-finite logits at padding (0 · inf) must not leak.
+    per_token = ops.where(mask, per_token, 0.0)
+    return ops.divide_no_nan(ops.sum(per_token), ops.sum(ops.cast(mask, "float32")))
 
 
 @export
@@ -96,6 +98,15 @@ class MaskedSequenceCrossEntropy(keras.losses.Loss):
             )
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        # A per-sentence weight `(B,)` weights every token of its sentence; Keras
+        # only broadcasts weights of the losses' rank, `(B, T)` or `(B, 1)`.
+        if sample_weight is not None:
+            sample_weight = ops.convert_to_tensor(sample_weight)
+            if len(sample_weight.shape) == 1:
+                sample_weight = ops.expand_dims(sample_weight, -1)
+        return super().__call__(y_true, y_pred, sample_weight=sample_weight)
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")

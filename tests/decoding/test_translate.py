@@ -1,0 +1,46 @@
+"""Translator: order, empty input, truncation, and the once-per-call head cache."""
+
+import numpy as np
+import pytest
+
+from tf_outheads.data.special_tokens import EOS_ID
+from tf_outheads.decoding.translate import Translator
+from zoo.lstm import LSTMSeq2Seq
+
+
+@pytest.fixture(scope="module")
+def model(bible_tokenizer):
+    return LSTMSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
+                       embedding_dim=16, hidden_dim=16, num_layers=1, head="tied")
+
+
+def test_output_order_matches_input_order(model, bible_tokenizer, bible_slice):
+    sources = bible_slice.sources[:7]
+    batched = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=3,
+                         max_length_offset=2).translate(sources)
+    one_by_one = [Translator(model, bible_tokenizer, bible_tokenizer,
+                             max_length_offset=2).translate([s])[0] for s in sources]
+    assert len(batched) == 7
+    assert batched == one_by_one
+
+
+def test_empty_list_gives_empty_list(model, bible_tokenizer):
+    assert Translator(model, bible_tokenizer, bible_tokenizer).translate([]) == []
+
+
+def test_long_source_is_truncated_with_eos(model, bible_tokenizer, bible_slice):
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, max_source_length=5)
+    encoded = translator._encode([" ".join(bible_slice.sources[:5])])
+    assert len(encoded[0]) == 5 and encoded[0][-1] == EOS_ID
+
+
+def test_output_length_limit_follows_source_length(model, bible_tokenizer):
+    translator = Translator(model, bible_tokenizer, bible_tokenizer,
+                            max_length_ratio=1.0, max_length_offset=0)
+    ids, _ = translator._decode(np.array([[10, 11, EOS_ID, 0, 0]], "int32"))
+    assert int(np.sum(ids.numpy() != 0)) <= 3
+
+
+def test_bad_batch_size_is_refused(model, bible_tokenizer):
+    with pytest.raises(ValueError, match="batch_size=0"):
+        Translator(model, bible_tokenizer, bible_tokenizer, batch_size=0)

@@ -1,0 +1,77 @@
+"""BleuCallback writes val_bleu that later callbacks see; time and step limits stop fit."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
+from tf_outheads.training.fit import compile_for_translation, translation_callbacks
+from zoo.lstm import LSTMSeq2Seq
+
+
+def _model_and_data(tokenizer):
+    model = LSTMSeq2Seq(tokenizer.vocab_size, tokenizer.vocab_size, embedding_dim=16,
+                        hidden_dim=16, num_layers=1, head="tied", dropout=0.0)
+    compile_for_translation(model, learning_rate=1e-3)
+    x = {"source_ids": np.array([[10, 11, 3]], "int32"), "target_in": np.array([[2, 12, 13]], "int32")}
+    y = np.array([[12, 13, 3]], "int32")
+    return model, tf.data.Dataset.from_tensors((x, y)).repeat()
+
+
+class _Seen(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.logs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs.append(dict(logs))
+
+
+def test_bleu_callback_logs_val_bleu_for_later_callbacks(bible_tokenizer, bible_slice, tmp_path):
+    model, dataset = _model_and_data(bible_tokenizer)
+    bleu = BleuCallback(bible_slice.sources[:4], bible_slice.targets[:4], bible_tokenizer,
+                        bible_tokenizer, output_dir=str(tmp_path), verbose=0, max_length_offset=2)
+    seen = _Seen()
+    model.fit(dataset, steps_per_epoch=2, epochs=2, callbacks=[bleu, seen], verbose=0)
+    assert [len(s) for s in seen.logs] and all("val_bleu" in s for s in seen.logs)
+    assert len(bleu.history) == 2 and bleu.history[-1][0] == 4
+    lines = (tmp_path / "bleu.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["step"] == 4
+    assert len((tmp_path / "dev.hyp").read_text(encoding="utf-8").splitlines()) == 4
+
+
+def test_bleu_every_n_steps(bible_tokenizer, bible_slice):
+    model, dataset = _model_and_data(bible_tokenizer)
+    bleu = BleuCallback(bible_slice.sources[:2], bible_slice.targets[:2], bible_tokenizer,
+                        bible_tokenizer, every_n_steps=2, verbose=0, max_length_offset=2)
+    model.fit(dataset, steps_per_epoch=3, epochs=2, callbacks=[bleu], verbose=0)
+    # every 2 steps (2, 4, 6); epoch ends at 3 (new eval) and 6 (reuses step 6's)
+    assert [step for step, _ in bleu.history] == [2, 3, 4, 6]
+
+
+def test_step_limit_stops_after_total_steps(bible_tokenizer):
+    model, dataset = _model_and_data(bible_tokenizer)
+    model.fit(dataset, steps_per_epoch=4, epochs=5, callbacks=[StepLimit(6)], verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 6
+
+
+def test_time_limit_stops_training(bible_tokenizer):
+    model, dataset = _model_and_data(bible_tokenizer)
+    limit = TimeLimit(minutes=1e-6)
+    model.fit(dataset, steps_per_epoch=5, epochs=3, callbacks=[limit], verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 1
+
+
+def test_standard_callbacks_write_checkpoint_and_logs(bible_tokenizer, bible_slice, tmp_path):
+    model, dataset = _model_and_data(bible_tokenizer)
+    callbacks, bleu = translation_callbacks(
+        str(tmp_path), bible_slice.sources[:2], bible_slice.targets[:2], bible_tokenizer,
+        bible_tokenizer, patience=3, max_steps=4, decode_options={"max_length_offset": 2})
+    model.fit(dataset, steps_per_epoch=2, epochs=5, callbacks=callbacks, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 4
+    assert os.path.exists(tmp_path / "checkpoints" / "best.weights.h5")
+    assert os.listdir(tmp_path / "logs")
+    assert "val_bleu" in (tmp_path / "history.csv").read_text().splitlines()[0]
