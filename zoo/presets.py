@@ -58,7 +58,9 @@ PRESETS = {
     # The default: trains in about 10 minutes on 2 CPU cores.
     "lstm-cpu": {
         "description": "CPU-sized attentional LSTM with a tied softmax (default)",
-        "data": dict(_BIBLE_DATA, vocab_size=8000, batch_tokens=6144),
+        # Small batches: on 2 cores the budget buys few updates, and more, smaller
+        # ones learned faster (6144 tokens: val_loss 6.26 after 5 min; 2048: 5.09).
+        "data": dict(_BIBLE_DATA, vocab_size=8000, batch_tokens=2048),
         "model": {
             "embedding_dim": 256,
             "hidden_dim": 256,
@@ -72,10 +74,10 @@ PRESETS = {
         },
         "train": {
             "model_type": "lstm",
-            "learning_rate": 2e-3,
+            "learning_rate": 3e-3,
             "clipnorm": 5.0,
             "label_smoothing": 0.1,
-            "steps_per_epoch": 150,
+            "steps_per_epoch": 300,
             "epochs": 100,
             "max_steps": None,
             "max_minutes": 10.0,
