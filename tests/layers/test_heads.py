@@ -285,12 +285,12 @@ def test_scores_read_the_weights_from_the_cache(kind):
 def test_inference_cache_contents(kind):
     head = built_head(kind)
     cache = head.inference_cache()
-    assert set(cache) == {"output_weights", "output_bias"}
+    assert set(cache) == {"output_kernel", "output_bias"}
     output_dim = PROJECTED_EMBEDDING_DIM if kind == "tied_projected" else HIDDEN_DIM
-    assert tuple(cache["output_weights"].shape) == (VOCAB_SIZE, output_dim)
+    assert tuple(cache["output_kernel"].shape) == (output_dim, VOCAB_SIZE)
     assert tuple(cache["output_bias"].shape) == (VOCAB_SIZE,)
     table = head.kernel if kind.startswith("softmax") else head.embedding.embeddings
-    np.testing.assert_array_equal(cache["output_weights"], table)
+    np.testing.assert_array_equal(np.transpose(cache["output_kernel"]), table)
     if kind == "softmax_no_bias":
         np.testing.assert_array_equal(cache["output_bias"], np.zeros(VOCAB_SIZE))
     else:

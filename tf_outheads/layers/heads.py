@@ -90,15 +90,17 @@ class CategoricalHead(keras.layers.Layer):
         """Weight-only tensors reused at every decoding step.
 
         Returns:
-            dict with `"output_weights"` `(V, d_o)` and `"output_bias"` `(V,)`
-            (zeros when the head has no bias), so that a decoder (or an exported
-            graph) computes them once per model, not once per step.
+            dict with `"output_kernel"` `(d_o, V)` — the output weights already
+            transposed, so a step is one plain matmul (transposing `(V, d_o)` at
+            every step made greedy decoding 0.77× a hand-written loop) — and
+            `"output_bias"` `(V,)` (zeros when the head has no bias). A decoder
+            (or an exported graph) computes them once per model, not per step.
         """
-        weights = self.output_weights()
+        kernel = ops.transpose(self.output_weights())
         bias = self.output_bias
         if bias is None:
-            bias = ops.zeros((self.vocabulary_size,), dtype=weights.dtype)
-        return {"output_weights": weights, "output_bias": bias}
+            bias = ops.zeros((self.vocabulary_size,), dtype=kernel.dtype)
+        return {"output_kernel": kernel, "output_bias": bias}
 
     def scores(self, h_t, cache=None):
         """Log-probabilities of every word for one decoding step.
@@ -112,9 +114,8 @@ class CategoricalHead(keras.layers.Layer):
         """
         if cache is None:
             cache = self.inference_cache()
-        weights = cache["output_weights"]
         projected = self.project_hidden(h_t)
-        logits = ops.matmul(projected, ops.transpose(ops.cast(weights, projected.dtype)))
+        logits = ops.matmul(projected, ops.cast(cache["output_kernel"], projected.dtype))
         logits = ops.cast(logits, "float32") + ops.cast(cache["output_bias"], "float32")
         return ops.log_softmax(logits, axis=-1)
 
