@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.heads import build_head, head_to_spec
 
@@ -392,4 +392,4 @@ class LSTMSeq2Seq(keras.Model):
         return config
 
 
-__all__ = ["LSTMSeq2Seq", "LSTMEncoder", "AttentionalLSTMDecoder", "BOS_ID", "EOS_ID"]
+__all__ = ["LSTMSeq2Seq", "LSTMEncoder", "AttentionalLSTMDecoder"]

@@ -37,7 +37,8 @@ def test_long_source_is_truncated_with_eos(model, bible_tokenizer, bible_slice):
 def test_output_length_limit_follows_source_length(model, bible_tokenizer):
     translator = Translator(model, bible_tokenizer, bible_tokenizer,
                             max_length_ratio=1.0, max_length_offset=0)
-    ids, _ = translator._decode(np.array([[10, 11, EOS_ID, 0, 0]], "int32"))
+    ids, _ = translator._decode(np.array([[10, 11, EOS_ID, 0, 0]], "int32"),
+                                model.head.inference_cache())
     assert int(np.sum(ids.numpy() != 0)) <= 3
 
 

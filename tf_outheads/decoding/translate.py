@@ -50,12 +50,12 @@ class Translator:
         self.max_source_length = max_source_length
         self._decode = tf.function(self._decode_batch, reduce_retracing=True)
 
-    def _decode_batch(self, source_ids):
+    def _decode_batch(self, source_ids, cache):
         source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
         max_length = max_length_from_source(
             source_lengths, ratio=self.max_length_ratio, offset=self.max_length_offset
         )
-        step_fn = self.model.make_step_fn()
+        step_fn = self.model.make_step_fn(cache)
         state = self.model.initial_decoding_state(source_ids)
         result = greedy_search(step_fn, state, tf.shape(source_ids)[0], max_length)
         return result.ids, result.scores
@@ -72,6 +72,8 @@ class Translator:
         if not sentences:
             return []
         encoded = self._encode(sentences)
+        # Weight-only head tensors: once per call, not per batch or per step.
+        cache = self.model.head.inference_cache()
         # Sorting by length keeps padding (and wasted decoder steps) small.
         order = np.argsort([len(row) for row in encoded], kind="stable")
         outputs = [None] * len(sentences)
@@ -81,7 +83,7 @@ class Translator:
             batch = np.full((len(indices), width), PAD_ID, dtype=np.int32)
             for row, index in enumerate(indices):
                 batch[row, : len(encoded[index])] = encoded[index]
-            ids, _ = self._decode(tf.constant(batch))
+            ids, _ = self._decode(tf.constant(batch), cache)
             texts = self.target_tokenizer.decode_to_text(ids)
             for index, text in zip(indices, texts):
                 outputs[index] = text

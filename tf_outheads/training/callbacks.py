@@ -5,7 +5,6 @@ import os
 import time
 
 import keras
-import tensorflow as tf
 
 from tf_outheads.decoding.translate import Translator
 from tf_outheads.metrics.bleu import corpus_bleu
@@ -114,10 +113,3 @@ class StepLimit(keras.callbacks.Callback):
         if int(self.model.optimizer.iterations.numpy()) >= self.max_steps:
             self.model.stop_training = True
 
-
-def tensorboard_scalar(log_dir, name, value, step):
-    """Write one scalar to a TensorBoard log directory."""
-    writer = tf.summary.create_file_writer(log_dir)
-    with writer.as_default():
-        tf.summary.scalar(name, value, step=step)
-    writer.flush()
