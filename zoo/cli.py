@@ -60,20 +60,32 @@ def _translate(args):
 
 
 def _evaluate(args):
-    from tf_outheads import data as tfo_data
     from tf_outheads.metrics import evaluate_translations, format_report, read_lines
-    from zoo.presets import EMBEDDED_CORPUS
+    from zoo.presets import DEFAULT_PRESET, get_preset
+    from zoo.train import read_split
 
     hypotheses = read_lines(args.hypotheses)
     if args.references:
         references = {os.path.basename(p): read_lines(p) for p in args.references}
         primary = os.path.basename(args.references[0])
     else:
-        corpus = tfo_data.read_tsv(args.corpus or EMBEDDED_CORPUS, source=args.source_column,
-                                   target=args.target_column,
-                                   references=tuple(args.reference_columns), split=args.split)
-        references = {args.target_column: corpus.targets, **corpus.references}
-        primary = args.target_column
+        # Score against the corpus exactly as training reads it: the run's own
+        # data settings when --run-dir is given, else the default preset's.
+        if args.run_dir:
+            with open(os.path.join(args.run_dir, "preset.json"), encoding="utf-8") as f:
+                data_config = json.load(f)["data"]
+        else:
+            data_config = get_preset(DEFAULT_PRESET)["data"]
+        for key, value in (("corpus", args.corpus), ("source_column", args.source_column),
+                           ("target_column", args.target_column),
+                           ("reference_columns", args.reference_columns)):
+            if value is not None:
+                data_config[key] = value
+        if args.keep_boilerplate:
+            data_config["strip_target_suffixes"] = []
+        corpus = read_split(data_config, args.split)
+        primary = data_config["target_column"]
+        references = {primary: corpus.targets, **corpus.references}
     # evaluate_translations refuses streams whose line count differs from the
     # hypotheses' (sacrebleu's Python API would silently score the shorter one).
     try:
@@ -124,9 +136,13 @@ def build_parser():
                           help="reference files (first is primary); default: the corpus split")
     evaluate.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
     evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--source-column", default="es")
-    evaluate.add_argument("--target-column", default="en_web")
-    evaluate.add_argument("--reference-columns", nargs="*", default=["en_kjv"])
+    evaluate.add_argument("--source-column", help="default: es (or the run's setting)")
+    evaluate.add_argument("--target-column", help="default: en_web (or the run's setting)")
+    evaluate.add_argument("--reference-columns", nargs="*",
+                          help="extra reference columns (default: en_kjv)")
+    evaluate.add_argument("--keep-boilerplate", action="store_true",
+                          help="score against the target column as stored, without "
+                               "stripping the corpus's known appended boilerplate")
     evaluate.add_argument("--run-dir", help="also print the model's parameter counts")
     evaluate.add_argument("--json", help="write the scores to this JSON file")
     evaluate.set_defaults(func=_evaluate)

@@ -20,21 +20,40 @@ from zoo.presets import get_preset
 MODEL_TYPES = {"lstm": LSTMSeq2Seq}
 
 
+def read_split(data_config, split, log=print):
+    """One split of the preset's corpus, with known target boilerplate stripped.
+
+    The same function serves training, the BLEU callback and `evaluate`, so
+    hypotheses are always scored against the references the model trained on.
+    """
+    corpus = tfo_data.read_tsv(
+        data_config["corpus"],
+        source=data_config["source_column"],
+        target=data_config["target_column"],
+        references=tuple(data_config["reference_columns"]),
+        split=split,
+    )
+    suffixes = data_config.get("strip_target_suffixes") or ()
+    if suffixes:
+        corpus, counts = tfo_data.strip_suffixes(corpus, suffixes, fields=("targets",))
+        removed = sum(counts.values())
+        if removed:
+            log(f"[data] {split}: stripped appended boilerplate from {removed} of "
+                f"{len(corpus)} {data_config['target_column']} sentences "
+                f"({', '.join(f'{n}× {s[:30]!r}' for s, n in counts.items() if n)})")
+    return corpus
+
+
 def load_splits(data_config, log=print):
     """Read train/dev/test from the preset's corpus; clean the training split only."""
-    splits = {}
-    for split in ("train", "dev", "test"):
-        splits[split] = tfo_data.read_tsv(
-            data_config["corpus"],
-            source=data_config["source_column"],
-            target=data_config["target_column"],
-            references=tuple(data_config["reference_columns"]),
-            split=split,
-        )
+    splits = {split: read_split(data_config, split, log=log) for split in ("train", "dev", "test")}
     cleaned, report = tfo_data.clean(
         splits["train"],
         max_length=data_config["max_length"],
         max_length_ratio=data_config["max_length_ratio"],
+        # Boilerplate left inside a verse (two train verses whose WEB text
+        # is only repeated headings) marks a broken pair: drop it, counted.
+        drop_containing=data_config.get("strip_target_suffixes") or (),
     )
     log(f"[data] {data_config['corpus']}: train {len(splits['train'])} pairs, "
         f"dev {len(splits['dev'])}, test {len(splits['test'])}")

@@ -331,3 +331,74 @@ def test_clean_real_corpus_ratio_filter(bible_slice):
         lengths = len(source.split()), len(target.split())
         assert 0 < min(lengths) and max(lengths) <= 80
         assert max(lengths) / min(lengths) <= 3.0
+
+
+# --- strip_suffixes: the WEB export's appended headings ----------------------
+
+PSALM_145_HEADING = "A praise psalm by David."
+
+
+def test_strip_suffixes_removes_the_appended_heading_from_real_dev_verses(bible_corpus_path):
+    from tf_outheads.data import strip_suffixes
+
+    dev = read_tsv(bible_corpus_path, split="dev")
+    carrying = [i for i, text in enumerate(dev.targets) if text.endswith(PSALM_145_HEADING)]
+    assert carrying, "the embedded dev split should carry the artifact this test is about"
+    stripped, counts = strip_suffixes(dev, [PSALM_145_HEADING])
+    assert counts == {PSALM_145_HEADING: len(carrying)}
+    assert stripped.ids == dev.ids and stripped.sources == dev.sources
+    assert stripped.references == dev.references  # only targets by default
+    for i in carrying:
+        assert stripped.targets[i] == dev.targets[i][: -len(PSALM_145_HEADING)].rstrip()
+        assert not stripped.targets[i].endswith(" ")
+    untouched = set(range(len(dev))) - set(carrying)
+    assert all(stripped.targets[i] == dev.targets[i] for i in untouched)
+
+
+def test_strip_suffixes_only_at_the_end_and_repeatedly():
+    from tf_outheads.data import strip_suffixes
+
+    corpus = ParallelCorpus(
+        sources=["a", "b", "c"],
+        targets=["Selah. Amen. Selah.", "Selah in the middle.", "Amen.Amen."],
+        references={"kjv": ["Amen. Selah.", "x", "y"]},
+    )
+    stripped, counts = strip_suffixes(corpus, ["Selah.", "Amen."], fields=("targets", "references"))
+    assert stripped.targets == ["", "Selah in the middle.", ""]
+    assert stripped.references["kjv"] == ["", "x", "y"]
+    assert counts == {"Selah.": 3, "Amen.": 4}
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [({"suffixes": [""]}, "non-empty"), ({"suffixes": ["x"], "fields": ["target"]}, "fields")],
+)
+def test_strip_suffixes_rejects_bad_arguments(arguments, message):
+    from tf_outheads.data import strip_suffixes
+
+    corpus = ParallelCorpus(sources=["a"], targets=["b"])
+    with pytest.raises(ValueError, match=message):
+        strip_suffixes(corpus, **arguments)
+
+
+def test_clean_drops_pairs_containing_boilerplate():
+    corpus = ParallelCorpus(sources=["a b", "c d", "e"], targets=["x Selah. y", "x y", ""])
+    cleaned, report = clean(corpus, drop_containing=["Selah."])
+    assert cleaned.targets == ["x y"]
+    assert report.removed == {"empty": 1, "contains": 1}
+    with pytest.raises(ValueError, match="drop_containing"):
+        clean(corpus, drop_containing=[""])
+
+
+def test_zoo_splits_hold_no_web_artifacts():
+    from zoo.presets import BIBLE_WEB_ARTIFACTS, get_preset
+    from zoo.train import load_splits
+
+    messages = []
+    splits = load_splits(get_preset("lstm-cpu")["data"], log=messages.append)
+    for split, corpus in splits.items():
+        assert not any(s in t for t in corpus.targets for s in BIBLE_WEB_ARTIFACTS), split
+    assert sum("stripped appended boilerplate" in m for m in messages) == 3
+    # the test split keeps every verse: stripping never drops a pair
+    assert len(splits["test"]) == len(read_tsv(get_preset("lstm-cpu")["data"]["corpus"],
+                                               split="test"))

@@ -1,7 +1,7 @@
 """Corpora, cleaning, subword tokenizers and tf.data pipelines.
 
 Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
-(:func:`clean`), train or load SentencePiece models (:func:`build_tokenizers`,
+(:func:`clean`, :func:`strip_suffixes`), train or load SentencePiece models (:func:`build_tokenizers`,
 :func:`load_tokenizers`) and build batches (:func:`make_training_dataset`,
 :func:`make_inference_dataset`). Special-token ids live in
 :mod:`tf_outheads.data.special_tokens`.
@@ -14,6 +14,7 @@ from tf_outheads.data.corpus import ParallelCorpus
 from tf_outheads.data.corpus import clean
 from tf_outheads.data.corpus import read_parallel_files
 from tf_outheads.data.corpus import read_tsv
+from tf_outheads.data.corpus import strip_suffixes
 from tf_outheads.data.pipeline import count_tokens
 from tf_outheads.data.pipeline import dataset_from_corpus
 from tf_outheads.data.pipeline import make_inference_dataset
@@ -39,6 +40,7 @@ __all__ = [
     "read_tsv",
     "read_parallel_files",
     "clean",
+    "strip_suffixes",
     "train_sentencepiece",
     "SubwordTokenizer",
     "build_tokenizers",

@@ -19,6 +19,7 @@ __all__ = [
     "read_tsv",
     "read_parallel_files",
     "clean",
+    "strip_suffixes",
 ]
 
 
@@ -134,7 +135,8 @@ class CleaningReport:
         total: int. Pairs before cleaning.
         kept: int. Pairs after cleaning.
         removed: dict of str to int. Filter name (`"empty"`, `"max_length"`,
-            `"length_ratio"`, in the order they run; only enabled filters)
+            `"length_ratio"`, `"contains"`, in the order they run; only
+            enabled filters)
             to the number of pairs it removed. A pair is counted once, by the
             first filter that removes it, so `total == kept + sum(removed)`.
     """
@@ -380,7 +382,7 @@ def _check_positive(name, value, kind, minimum):
         )
 
 
-def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True):
+def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True, drop_containing=()):
     """Drops pairs that are empty, too long or badly length-matched, counted.
 
     Lengths are whitespace token counts. The filters run in this order and a
@@ -391,6 +393,9 @@ def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True):
        `max_length` tokens.
     3. `"length_ratio"` (if `max_length_ratio` is set):
        `max(ls, lt) / max(1, min(ls, lt)) > max_length_ratio`.
+    4. `"contains"` (if `drop_containing` is given): the target contains one
+       of the strings (boilerplate that :func:`strip_suffixes` could not
+       remove because it is not at the end).
 
     Args:
         corpus: `ParallelCorpus`. The pairs to clean.
@@ -400,6 +405,8 @@ def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True):
             between the longer and the shorter side. Defaults to `None`.
         drop_empty: bool. Whether to drop pairs with an empty side. Defaults
             to `True`.
+        drop_containing: iterable of str. Drop pairs whose target contains
+            any of these strings. Defaults to `()`.
 
     Returns:
         A tuple `(cleaned_corpus, report)`: a `ParallelCorpus` with the kept
@@ -426,6 +433,14 @@ def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True):
         removed["max_length"] = 0
     if max_length_ratio is not None:
         removed["length_ratio"] = 0
+    drop_containing = tuple(drop_containing or ())
+    if any(not isinstance(text, str) or not text for text in drop_containing):
+        raise ValueError(
+            "`drop_containing` must hold non-empty strings. "
+            f"Received: drop_containing={drop_containing!r}"
+        )
+    if drop_containing:
+        removed["contains"] = 0
 
     kept = []
     for index, (source, target) in enumerate(zip(corpus.sources, corpus.targets)):
@@ -440,9 +455,84 @@ def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True):
             > max_length_ratio
         ):
             removed["length_ratio"] += 1
+        elif any(text in target for text in drop_containing):
+            removed["contains"] += 1
         else:
             kept.append(index)
     cleaned = corpus.select(kept)
     cleaned.origin = f"{corpus.origin}, cleaned"
     report = CleaningReport(total=len(corpus), kept=len(kept), removed=removed)
     return cleaned, report
+
+
+def strip_suffixes(corpus, suffixes, fields=("targets",)):
+    """Removes known boilerplate appended to the end of sentences, counted.
+
+    Some exported corpora carry text that does not belong to the sentence:
+    the SWORD export of the World English Bible, for instance, appends the
+    last heading the exporter saw (a Psalm superscription) to thousands of
+    later verses. Training on it teaches the model to emit it, and scoring
+    against it inflates BLEU. This removes each suffix from the end of the
+    chosen fields (then strips trailing whitespace), repeatedly, so a
+    sentence ending in several of them loses all. Only exact, whole-suffix
+    matches at the end are removed; the text elsewhere is never touched.
+
+    Args:
+        corpus: `ParallelCorpus`.
+        suffixes: iterable of non-empty str. Boilerplate to remove.
+        fields: iterable of str. `"targets"`, `"sources"` and/or
+            `"references"` (all extra reference streams). Defaults to
+            `("targets",)`.
+
+    Returns:
+        A tuple `(stripped_corpus, counts)`: a new `ParallelCorpus` (same
+        pairs, order and ids) and a dict suffix → number of times it was
+        removed.
+
+    Raises:
+        ValueError: if a suffix is empty or a field name is unknown.
+
+    Example:
+
+    ```python
+    corpus, counts = tf_outheads.data.strip_suffixes(
+        corpus, ["A praise psalm by David."])
+    ```
+    """
+    suffixes = [str(suffix).strip() for suffix in suffixes]
+    if any(not suffix for suffix in suffixes):
+        raise ValueError(f"`suffixes` must be non-empty strings. Received: suffixes={suffixes!r}")
+    fields = tuple(fields)
+    unknown = [field for field in fields if field not in ("sources", "targets", "references")]
+    if unknown:
+        raise ValueError(
+            "`fields` must name 'sources', 'targets' or 'references'. "
+            f"Received: fields={fields!r}"
+        )
+    counts = {suffix: 0 for suffix in suffixes}
+
+    def strip(texts):
+        out = []
+        for text in texts:
+            changed = True
+            while changed:
+                changed = False
+                for suffix in suffixes:
+                    if text.endswith(suffix):
+                        text = text[: -len(suffix)].rstrip()
+                        counts[suffix] += 1
+                        changed = True
+            out.append(text)
+        return out
+
+    stripped = ParallelCorpus(
+        sources=strip(corpus.sources) if "sources" in fields else corpus.sources,
+        targets=strip(corpus.targets) if "targets" in fields else corpus.targets,
+        references={
+            name: strip(texts) if "references" in fields else texts
+            for name, texts in corpus.references.items()
+        },
+        ids=corpus.ids,
+        origin=corpus.origin,
+    )
+    return stripped, counts
