@@ -15,6 +15,7 @@ from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.heads import CategoricalHead
 from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
+from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.metrics.bleu import corpus_bleu
@@ -38,6 +39,7 @@ __all__ = [
     "data",
     "decoding",
     "greedy_search",
+    "JointEmbeddingHead",
     "masked_sequence_cross_entropy",
     "metrics",
     "parameter_report",

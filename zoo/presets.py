@@ -140,6 +140,50 @@ PRESETS = {
 }
 PRESETS["lstm-pappas-tied"]["model"]["head"] = "tied"
 
+# Output layers of Pappas et al. 2018 as head specs (Table 3, Eq. 6/7a/7b/15).
+PAPPAS_HEADS = {
+    "softmax": "softmax",                                                 # NMT
+    "tied": "tied",                                                       # NMT-tied, Eq. 5
+    "joint-512": {"class_name": "joint", "config": {"joint_dim": 512}},    # Eq. 15
+    "joint-2048": {"class_name": "joint", "config": {"joint_dim": 2048}},
+    "joint-4096": {"class_name": "joint", "config": {"joint_dim": 4096}},
+    "bilinear": {"class_name": "joint", "config": {                       # Eq. 6: E·W·h
+        "output_structure": False, "activation": "linear", "projection_bias": False}},
+    "output-structure": {"class_name": "joint", "config": {               # Eq. 7a: σ(E·W)·h
+        "context_structure": False}},
+    "context-structure": {"class_name": "joint", "config": {              # Eq. 7b: E·σ(W·h)
+        "output_structure": False}},
+}
+
+
+def _pappas_preset(head_name, num_layers=2):
+    preset = {
+        "description": f"Pappas et al. 2018: {num_layers}-layer LSTM 512, head {head_name}",
+        "data": dict(_BIBLE_DATA, vocab_size=32000, batch_tokens=4096),
+        **copy.deepcopy(_PAPPAS_LSTM),
+    }
+    preset["model"]["head"] = copy.deepcopy(PAPPAS_HEADS[head_name])
+    preset["model"]["num_layers"] = num_layers
+    return preset
+
+
+# Table 2/3 (2 layers) and Table 5 (1, 3, 4 layers; NMT, NMT-tied, NMT-joint 512).
+for _head in ("joint-512", "joint-2048", "joint-4096", "bilinear", "output-structure",
+              "context-structure"):
+    PRESETS[f"lstm-pappas-{_head}"] = _pappas_preset(_head)
+for _layers in (1, 3, 4):
+    for _head in ("softmax", "tied", "joint-512"):
+        PRESETS[f"lstm-pappas-{_head}-{_layers}layer"] = _pappas_preset(_head, _layers)
+
+# CPU-sized variants of the default, to compare heads in minutes (same data,
+# steps and seed as lstm-cpu; only the head differs).
+for _name, _head in (("softmax", "softmax"),
+                     ("joint", {"class_name": "joint", "config": {"joint_dim": 256}}),
+                     ("joint-1024", {"class_name": "joint", "config": {"joint_dim": 1024}})):
+    PRESETS[f"lstm-cpu-{_name}"] = copy.deepcopy(PRESETS["lstm-cpu"])
+    PRESETS[f"lstm-cpu-{_name}"]["description"] = f"lstm-cpu with head {_name}"
+    PRESETS[f"lstm-cpu-{_name}"]["model"]["head"] = _head
+
 DEFAULT_PRESET = "lstm-cpu"
 
 

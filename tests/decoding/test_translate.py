@@ -45,3 +45,23 @@ def test_output_length_limit_follows_source_length(model, bible_tokenizer):
 def test_bad_batch_size_is_refused(model, bible_tokenizer):
     with pytest.raises(ValueError, match="batch_size=0"):
         Translator(model, bible_tokenizer, bible_tokenizer, batch_size=0)
+
+
+def test_joint_output_embedding_is_computed_once_per_translate_call(bible_tokenizer, bible_slice):
+    # Pappas et al.'s code recomputed E' = g_out(E) at every decoding step.
+    model = LSTMSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
+                        embedding_dim=16, hidden_dim=16, num_layers=1,
+                        head={"class_name": "joint", "config": {"joint_dim": 24}})
+    calls = []
+    project = model.head._project_outputs
+    model.head._project_outputs = lambda rows: calls.append(tuple(rows.shape)) or project(rows)
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=2,
+                            max_length_offset=3)
+    hypotheses = translator.translate(bible_slice.sources[:5])  # 3 batches, many steps
+    assert len(hypotheses) == 5
+    assert calls == [(bible_tokenizer.vocab_size, 16)]
+    # One training forward pass over (batch, time) also projects E once.
+    calls.clear()
+    model({"source_ids": np.array([[5, 6, EOS_ID]], "int32"),
+           "target_in": np.array([[2, 7, 8, 9]], "int32")})
+    assert len(calls) == 1

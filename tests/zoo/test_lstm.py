@@ -13,6 +13,7 @@ from tf_outheads.data import make_training_dataset
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.decoding import greedy_search
 from tf_outheads.layers.heads import SoftmaxHead, TiedSoftmaxHead
+from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.metrics import parameter_report
 from zoo.lstm import LSTMSeq2Seq
@@ -60,6 +61,7 @@ def size(weight):
 
 
 ARCHITECTURES = list(itertools.product(["softmax", "tied"], [1, 2], [False, True], [False, True]))
+ARCHITECTURES += [("joint", 2, True, True), ("joint", 1, False, False)]
 ARCHITECTURE_IDS = [
     f"{head}-{layers}layer{'-bi' if bi else ''}{'-feed' if feed else ''}"
     for head, layers, bi, feed in ARCHITECTURES
@@ -156,7 +158,7 @@ def test_dropout_only_in_training():
 # -- saving and configuration ---------------------------------------------------
 
 
-@pytest.mark.parametrize("head", ["softmax", "tied"])
+@pytest.mark.parametrize("head", ["softmax", "tied", "joint"])
 def test_keras_save_load_safe_mode(head, tmp_path):
     model = make_model(head, num_layers=2, bidirectional_encoder=True)
     source, target_in = make_batch()
@@ -168,25 +170,29 @@ def test_keras_save_load_safe_mode(head, tmp_path):
     assert type(loaded) is LSTMSeq2Seq
     np.testing.assert_allclose(loaded(inputs), expected, rtol=1e-6, atol=1e-6)
     assert len(unique_weights(loaded)) == len(unique_weights(model))
-    if head == "tied":
-        assert type(loaded.head) is TiedSoftmaxHead
+    if head in ("tied", "joint"):
+        assert type(loaded.head) is {"tied": TiedSoftmaxHead, "joint": JointEmbeddingHead}[head]
         assert loaded.head.embedding is loaded.target_embedding
         table = loaded.target_embedding.embeddings
         assert any(w is table for w in loaded.head.weights)
         table.assign(table * 2.0)  # still one variable after loading
-        np.testing.assert_array_equal(loaded.head.output_weights(), table)
+        if head == "tied":
+            np.testing.assert_array_equal(loaded.head.output_weights(), table)
+        else:  # E' = σ(E·U + b_u) follows the doubled input embedding
+            expected_rows = loaded.head._project_outputs(table)
+            np.testing.assert_allclose(loaded.head.output_weights(), expected_rows)
     else:
         assert type(loaded.head) is SoftmaxHead
 
 
-@pytest.mark.parametrize("head", ["softmax", "tied"])
+@pytest.mark.parametrize("head", ["softmax", "tied", "joint"])
 def test_config_round_trip(head):
     model = make_model(head, num_layers=2, attention_score="dot", uniform_init=0.1)
     config = model.get_config()
     revived = LSTMSeq2Seq.from_config(config)
     assert revived.get_config() == config
     assert type(revived.head) is type(model.head)
-    if head == "tied":
+    if head in ("tied", "joint"):
         assert revived.head.embedding is revived.target_embedding
     revived.set_weights(model.get_weights())
     source, target_in = make_batch()

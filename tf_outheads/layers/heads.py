@@ -16,6 +16,7 @@ A categorical head is described by three pieces, which subclasses provide:
 """
 
 import inspect
+import math
 import numbers
 
 import keras
@@ -36,6 +37,8 @@ class CategoricalHead(keras.layers.Layer):
 
     # Heads that reuse the target input embedding take it as `embedding=`.
     uses_target_embedding = False
+    # Which of Pappas et al. (2018) Eq. 8–10, 16 counts this head's capacity.
+    capacity_equation = "parameters of the head"
 
     def project_hidden(self, h):
         """Decoder output as seen by the output layer: ``(..., d_h) → (..., d_o)``."""
@@ -122,6 +125,36 @@ class CategoricalHead(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocabulary_size,)
 
+    def output_capacity(self):
+        """The output layer's own parameters, as Pappas et al. (2018) count them.
+
+        A tied or joint head reuses the target embedding; its capacity is what
+        it adds on top (Eq. 8 softmax ``|V|·d_h + |V|``, Eq. 9 tying ``|V|``,
+        Eq. 10 bilinear ``d·d_h + |V|``, Eq. 16 joint ``d·d_j + d_j·d_h + |V|``).
+
+        Returns:
+            dict with `"equation"` (str), `"terms"` (list of
+            `(weight path, shape)`) and `"parameters"` (int, their total).
+
+        Raises:
+            ValueError: if the head is not built.
+        """
+        if not self.built:
+            raise ValueError(f"Build the head before asking for its capacity: {self.name}")
+        embedding = getattr(self, "embedding", None)
+        shared = {id(embedding.embeddings)} if embedding is not None else set()
+        terms = []
+        for weight in self.weights:
+            if id(weight) in shared:
+                continue
+            path = getattr(weight, "path", weight.name)
+            terms.append((path.split("/", 1)[-1], tuple(int(d) for d in weight.shape)))
+        return {
+            "equation": self.capacity_equation,
+            "terms": terms,
+            "parameters": sum(math.prod(shape) for _, shape in terms),
+        }
+
 
 @export
 class SoftmaxHead(CategoricalHead):
@@ -153,6 +186,8 @@ class SoftmaxHead(CategoricalHead):
         Luong et al. 2015, Eq. 6 (the softmax output layer every paper here
         compares against).
     """
+
+    capacity_equation = "Eq. 8, |V|·d_h + |V|"
 
     def __init__(
         self,
@@ -247,6 +282,7 @@ class TiedSoftmaxHead(CategoricalHead):
     """
 
     uses_target_embedding = True
+    capacity_equation = "Eq. 9, |V| (+ d_h·d with a projection)"
 
     def __init__(
         self,

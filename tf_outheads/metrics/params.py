@@ -24,12 +24,16 @@ class ParameterReport:
         total: int, unique parameters of `model.weights` (trainable and
             non-trainable); equals `sum(groups.values())`.
         trainable: int, the trainable part of `total`.
+        output_capacity: dict or `None`. The output layer's capacity as
+            Pappas et al. (2018) count it (Eq. 8–10, 16), from the model's
+            `head.output_capacity()`: `equation`, `terms`, `parameters`.
     """
 
     groups: dict
     trainable_groups: dict
     total: int
     trainable: int
+    output_capacity: dict | None = None
 
     @property
     def non_trainable(self):
@@ -66,6 +70,15 @@ class ParameterReport:
         lines = [format_row(header), rule]
         lines += [format_row(row) for row in rows[:-1]]
         lines += [rule, format_row(rows[-1])]
+        if self.output_capacity:
+            capacity = self.output_capacity
+            terms = " + ".join(
+                f"{name} {'×'.join(str(d) for d in shape)}" for name, shape in capacity["terms"]
+            )
+            lines.append(
+                f"output-layer capacity ({capacity['equation']}): "
+                f"{capacity['parameters']:,} = {terms or '0'}"
+            )
         return "\n".join(lines)
 
 
@@ -188,9 +201,14 @@ def parameter_report(model):
         f"Parameter groups sum to {sum(groups.values())} but the model has "
         f"{total} unique parameters."
     )
+    head = getattr(model, "head", None)
+    capacity = None
+    if callable(getattr(head, "output_capacity", None)) and getattr(head, "built", False):
+        capacity = head.output_capacity()
     return ParameterReport(
         groups=groups,
         trainable_groups=trainable_groups,
         total=total,
         trainable=trainable,
+        output_capacity=capacity,
     )
