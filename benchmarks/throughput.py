@@ -49,7 +49,6 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
@@ -150,6 +149,7 @@ if ARGS is not None:
         tf.config.threading.set_inter_op_parallelism_threads(ARGS.inter_op_threads)
 
 import keras  # noqa: E402
+from common import machine_info  # noqa: E402  (benchmarks/ is the script's folder)
 from keras import ops  # noqa: E402
 
 PAD = 0  # tf_outheads.data.special_tokens: PAD 0, UNK 1, BOS 2, EOS 3
@@ -537,33 +537,6 @@ def ratios(table):
         out[metric] = {"ratio_of_medians": lib["median"] / base["median"],
                        "median_of_paired_ratios": statistics.median(paired), "paired": paired}
     return out
-
-
-def machine_info():
-    info = {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "numpy": np.__version__,
-        "devices": [d.name for d in tf.config.list_logical_devices()],
-        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-    }
-    if hasattr(os, "sched_getaffinity"):
-        info["usable_cpus"] = len(os.sched_getaffinity(0))
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as stream:
-            names = [line.split(":", 1)[1].strip() for line in stream if line.startswith("model name")]
-        if names:
-            info["cpu_model"] = names[0]
-    except OSError:
-        pass
-    if hasattr(os, "getloadavg"):
-        info["load_average_at_start"] = list(os.getloadavg())
-    return info
 
 
 def print_table(title, rows, reference="plain"):

@@ -9,6 +9,7 @@ import os
 import time
 
 import keras
+import tensorflow as tf
 
 from tf_outheads import data as tfo_data
 from tf_outheads.decoding.translate import Translator
@@ -113,6 +114,10 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         splits["dev"], source_tokenizer, target_tokenizer,
         batch_tokens=data_config["batch_tokens"], shuffle=False,
     )
+    # A known length lets Keras evaluate the finite dev set without warning
+    # that the input "ran out of data".
+    dev_batches = int(dev_dataset.reduce(0, lambda count, _: count + 1))
+    dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
 
     model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
     compile_for_translation(

@@ -211,3 +211,22 @@ def test_inference_dataset_keeps_order(bible_slice, bible_tokenizer):
         assert row.dtype == np.int32
         assert row[: len(ids) + 1].tolist() == ids + [EOS_ID]
         assert (row[len(ids) + 1 :] == PAD_ID).all()
+
+
+def test_seeding_after_loading_the_tokenizer_does_not_break_new_datasets(
+    bible_tokenizer, bible_slice
+):
+    import keras
+
+    # set_random_seed clears TF's eager kernel cache, freeing the SentencePiece
+    # resource; datasets built afterwards must still tokenize.
+    keras.utils.set_random_seed(7)
+    dataset = make_training_dataset(
+        bible_slice.sources[:50], bible_slice.targets[:50], bible_tokenizer, bible_tokenizer,
+        batch_tokens=512, seed=0,
+    )
+    features, target_out = next(iter(dataset))
+    assert int(tf.reduce_sum(tf.cast(target_out > 0, tf.int32))) > 0
+    keras.utils.set_random_seed(8)
+    batch = next(iter(make_inference_dataset(bible_slice.sources[:3], bible_tokenizer)))
+    assert batch["source_ids"].shape[0] == 3

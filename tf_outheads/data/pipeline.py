@@ -74,6 +74,7 @@ def count_tokens(texts, tokenizer):
     texts = list(texts)
     if not texts:
         return np.zeros([0], dtype=np.int64)
+    tokenizer.ensure_resource()  # a seed set since loading frees it
 
     def batch_lengths(batch):
         return tokenizer.tokenize(batch).row_lengths()
@@ -298,6 +299,7 @@ def make_inference_dataset(sources, source_tokenizer, batch_size=64):
     """
     _check_int("batch_size", batch_size)
     sources = list(sources)
+    source_tokenizer.ensure_resource()
 
     def encode(batch):
         ids = source_tokenizer.tokenize(batch)  # (batch, None)

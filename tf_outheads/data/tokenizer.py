@@ -218,6 +218,20 @@ class SubwordTokenizer(tf.Module):
     def _make_op_tokenizer(self):
         return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
 
+    def ensure_resource(self):
+        """Rebuilds the in-graph SentencePiece resource if it was freed.
+
+        `tf.random.set_seed` (and so `keras.utils.set_random_seed`) clears
+        TensorFlow's eager kernel cache, which frees the resource that
+        `tensorflow_text.SentencepieceTokenizer` holds. Eager calls rebuild it
+        by themselves; a graph (a `tf.data` map, a `tf.function`) captures the
+        resource when it is traced, so the pipeline builders call this first.
+        A graph traced *before* seeding still holds the freed resource: seed
+        first, then build datasets.
+        """
+        if tf.executing_eagerly():
+            self._run("tokenize", tf.constant([""]))
+
     def _run(self, method, *args):
         # `tf.random.set_seed` (and so `keras.utils.set_random_seed`) clears the
         # eager kernel cache, which frees the SentencePiece resource. Eagerly,

@@ -1,0 +1,549 @@
+"""Training and greedy-decoding speed of the output heads, as ratios to the tied head.
+
+One run on CPU times the full zoo model, `zoo.lstm.LSTMSeq2Seq` (by default 2
+layers, embedding = hidden = 512, dropout 0.3: the setup of Pappas et al. 2018
+§4.1), with four output heads:
+
+- `softmax`: the untied output layer (`SoftmaxHead`, its own `(V, d_h)` weights);
+- `tied`: weight tying (`TiedSoftmaxHead`, the target embedding `E` is the output
+  weight matrix). Every ratio is to this head at the same `|V|`;
+- `joint(512)` and `joint(2048)`: `JointEmbeddingHead` (Eq. 15) with `d_j` 512 and
+  2048 (`--joint-dims`), which computes `E' = σ(E·U + b_u)` once per training
+  step and once per decode call.
+
+at each target vocabulary size of `--vocab-sizes` (16000 and 32000 by default).
+
+Data. Synthetic batches of fixed shape: `--batch-size` sentences × `--source-length`
+source tokens and `--target-length` target tokens, random ids, no padding (every
+target token counts). Vocabularies of 16k/32k are the sizes the paper's
+comparisons are about; they are not what a tokenizer trained on the embedded
+Bible corpus gives (its preset uses 8000 pieces and ~31k verse pairs), so the
+ids are random rather than real. The speed of these models does not depend on
+which ids they see.
+
+Training. Each model is built with the same seed and compiled with
+`tf_outheads.training.fit.compile_for_translation` (Adam 1e-3, clipnorm 5,
+`MaskedSequenceCrossEntropy`, graph mode unless `--jit-compile`). After
+`--warmup-steps` untimed `train_on_batch` calls (tracing), each repeat times
+`--steps` calls of `train_on_batch` on the same list of batches. Models take
+turns within a repeat and the order reverses on every repeat (A B C D,
+D C B A, ...) so that load from other processes hits every head alike.
+Reported: median steps/s over repeats, target tokens/s, and the ratio to the
+tied head (ratio of the medians; the JSON also has the median of the
+per-repeat ratios, and the same numbers per process CPU-second, which move
+less with the machine's load).
+
+Greedy decoding. One decode call translates `--decode-batches` batches of
+`--decode-batch-size` random source sentences of `--source-length` tokens, the way
+`tf_outheads.decoding.translate.Translator` does: the head's
+`inference_cache()` is computed once per call (eagerly, timed: it is part of
+what a user waits for), then each batch runs one `tf.function` of
+`tf_outheads.decoding.greedy_search` over `model.make_step_fn(cache)` from
+`model.initial_decoding_state(source_ids)`. The weights are untrained, so a
+sentence would stop at whatever step EOS happens to win; to give every head the
+same work, every sentence emits exactly `--decode-length` tokens (EOS blocked
+with `min_length` until that limit). Reported: sentences/s, emitted tokens/s,
+the cache's time and share of the call, the ratio to tied, and the ratio to
+tied without the cache time (the limit for a call of many sentences: a joint
+head's cache costs `|V|·d·d_j` multiply-adds, amortized over the sentences of
+one call, so the with-cache ratio depends on `--decode-batches ×
+--decode-batch-size`). Decoding is timed before training, with the initial
+weights; models are interleaved as for training.
+
+Goals (from the issue that asked for this benchmark), printed next to the
+ratios: joint(512) training >= 0.90× tied; joint decoding >= 0.97× tied. The
+decoding goal is checked for `d_j = --goal-joint-dim` (512, the paper's `d`):
+with `d_j` > `d` every decoding step multiplies by a `(d_j, V)` kernel instead of
+a `(d, V)` one, `d_j / d` times the tied head's output work, so joint(2048) is
+reported for scale, not against the goal. Expect in training, too, a cost that
+no implementation removes: `E'` takes `|V|·d·d_j` multiply-adds per step against
+`B·T·d_j·|V|` for the logits, i.e. `d / (B·T)` more output-layer work (0.53 at
+the defaults, 32 × 30 target tokens), so the training ratio rises with the batch.
+With `--quick` the joint heads are `d_j = d` and `4·d` (32 and 128) and the goal
+is checked for joint(32); its numbers are a smoke test, not a measurement.
+
+Sizes are per vocabulary: the four models of one `|V|` are built, timed and
+freed before the next `|V|` (the 32k models with Adam state take ~1 GB each).
+
+Run from the repository root:
+
+    python benchmarks/heads.py --quick         # tiny sizes, a smoke test (< 1 min)
+    python benchmarks/heads.py                 # the full comparison (tens of minutes on 2 cores)
+    python benchmarks/heads.py --vocab-sizes 32000 --joint-dims 512 --repeats 5
+
+Results go to `--output` (JSON, default benchmarks/results/heads.json).
+"""
+
+import argparse
+import gc
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# `--quick`: every size small, one repeat. Options given explicitly still win.
+QUICK = {
+    "embedding_dim": 32,
+    "hidden_dim": 32,
+    "num_layers": 1,
+    "joint_dims": "32,128",  # d_j = d and 4·d, as 512 and 2048 are to d = 512
+    "goal_joint_dim": 32,
+    "vocab_sizes": "500,1000",
+    "batch_size": 8,
+    "source_length": 10,
+    "target_length": 10,
+    "warmup_steps": 1,
+    "steps": 2,
+    "repeats": 1,
+    "decode_batches": 1,
+    "decode_batch_size": 8,
+    "decode_length": 10,
+}
+
+TIED = "tied"
+TRAINING_GOAL = 0.90
+DECODING_GOAL = 0.97
+
+
+def _int_list(text):
+    return [int(value) for value in text.split(",") if value.strip()]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and one repeat, to check that the script runs: "
+                             + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
+    model = parser.add_argument_group("model")
+    model.add_argument("--embedding-dim", type=int, default=512)
+    model.add_argument("--hidden-dim", type=int, default=512)
+    model.add_argument("--num-layers", type=int, default=2)
+    model.add_argument("--dropout", type=float, default=0.3,
+                       help="LSTMSeq2Seq's dropout (its default is 0.3)")
+    model.add_argument("--joint-dims", default="512,2048",
+                       help="comma-separated d_j of the joint heads to time")
+    model.add_argument("--goal-joint-dim", type=int, default=512,
+                       help="the joint head the goals are checked for")
+    model.add_argument("--jit-compile", action="store_true",
+                       help="compile the train steps with XLA (compile_for_translation's jit_compile)")
+    data = parser.add_argument_group("data (synthetic, fixed shape)")
+    data.add_argument("--vocab-sizes", default="16000,32000",
+                      help="comma-separated target vocabulary sizes |V|")
+    data.add_argument("--source-vocab-size", type=int, default=0,
+                      help="source vocabulary size (0: the same as each target |V|)")
+    data.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    data.add_argument("--source-length", type=int, default=30, help="source tokens per sentence")
+    data.add_argument("--target-length", type=int, default=30, help="target tokens per sentence")
+    data.add_argument("--seed", type=int, default=0)
+    timing = parser.add_argument_group("timing")
+    timing.add_argument("--warmup-steps", type=int, default=2,
+                        help="untimed train_on_batch calls per model (tracing)")
+    timing.add_argument("--steps", type=int, default=4,
+                        help="train_on_batch calls per model and repeat")
+    timing.add_argument("--repeats", type=int, default=3,
+                        help="timed passes per model, interleaved between the heads")
+    timing.add_argument("--decode-batches", type=int, default=4,
+                        help="batches per decode call (0: no decoding benchmark)")
+    timing.add_argument("--decode-batch-size", type=int, default=64)
+    timing.add_argument("--decode-length", type=int, default=30,
+                        help="tokens every sentence emits (EOS blocked until then)")
+    timing.add_argument("--intra-op-threads", type=int, default=0,
+                        help="TensorFlow intra-op threads (0: TensorFlow's default)")
+    timing.add_argument("--inter-op-threads", type=int, default=0,
+                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / "heads.json"),
+                        help="JSON results path")
+    args = parser.parse_args(argv)
+    if args.quick:
+        # Re-parse with the quick sizes as defaults, so explicit options win.
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
+    for name in ("embedding_dim", "hidden_dim", "num_layers", "batch_size", "source_length",
+                 "target_length", "steps", "repeats", "decode_batch_size", "decode_length"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    for name in ("warmup_steps", "decode_batches", "source_vocab_size"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0")
+    if not 0.0 <= args.dropout < 1.0:
+        parser.error("--dropout must be in [0, 1)")
+    try:
+        args.vocab_list = _int_list(args.vocab_sizes)
+        args.joint_list = _int_list(args.joint_dims)
+    except ValueError as error:
+        parser.error(f"--vocab-sizes and --joint-dims are comma-separated ints ({error})")
+    if not args.vocab_list or min(args.vocab_list) < 8:
+        parser.error("--vocab-sizes needs at least one size >= 8 (4 special ids plus words)")
+    if args.joint_list and min(args.joint_list) < 1:
+        parser.error("--joint-dims must be positive")
+    return args
+
+
+ARGS = parse_args() if __name__ == "__main__" else None
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ info logs out of the table
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+if ARGS is not None:
+    # Must happen before TensorFlow creates its thread pools.
+    if ARGS.intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(ARGS.intra_op_threads)
+    if ARGS.inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(ARGS.inter_op_threads)
+
+import keras  # noqa: E402
+from common import machine_info  # noqa: E402  (benchmarks/ is the script's folder)
+
+# Each head has its own tf.function built from the same Python code; TensorFlow
+# counts those as retracing of one function and warns. They are not retracing.
+tf.get_logger().setLevel("ERROR")
+
+sys.path.insert(0, str(REPO_ROOT))
+
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
+from tf_outheads.decoding import greedy_search  # noqa: E402
+from tf_outheads.metrics import parameter_report  # noqa: E402
+from tf_outheads.training.fit import compile_for_translation  # noqa: E402
+from zoo.lstm import LSTMSeq2Seq  # noqa: E402
+
+FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS
+
+
+# --------------------------------------------------------------------------
+# Heads and models
+# --------------------------------------------------------------------------
+def head_specs(joint_dims):
+    """Display name → `LSTMSeq2Seq(head=...)` argument."""
+    specs = {"softmax": "softmax", TIED: "tied"}
+    for joint_dim in joint_dims:
+        specs[f"joint({joint_dim})"] = {"class_name": "joint", "config": {"joint_dim": joint_dim}}
+    return specs
+
+
+def build_model(args, source_vocab, target_vocab, head):
+    # Same seed for every head: all but the head's own weights start equal.
+    keras.utils.set_random_seed(args.seed)
+    model = LSTMSeq2Seq(
+        source_vocab, target_vocab, embedding_dim=args.embedding_dim,
+        hidden_dim=args.hidden_dim, num_layers=args.num_layers, dropout=args.dropout,
+        head=head,
+    )
+    compile_for_translation(model, jit_compile=args.jit_compile)
+    return model
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+def random_sentences(rng, rows, length, vocab):
+    """`(rows, length)` int32 of word ids, the last one EOS: no padding."""
+    ids = rng.integers(FIRST_WORD_ID, vocab, (rows, length)).astype(np.int32)
+    ids[:, -1] = EOS_ID
+    return ids
+
+
+def synthetic_batches(args, source_vocab, target_vocab, rng):
+    batches = []
+    for _ in range(args.steps):
+        source = random_sentences(rng, args.batch_size, args.source_length, source_vocab)
+        target_out = random_sentences(rng, args.batch_size, args.target_length, target_vocab)
+        target_in = np.concatenate(
+            [np.full((args.batch_size, 1), BOS_ID, np.int32), target_out[:, :-1]], axis=1)
+        batches.append(({"source_ids": tf.constant(source), "target_in": tf.constant(target_in)},
+                        tf.constant(target_out)))
+    decode = [tf.constant(random_sentences(rng, args.decode_batch_size, args.source_length,
+                                           source_vocab))
+              for _ in range(args.decode_batches)]
+    return batches, decode
+
+
+# --------------------------------------------------------------------------
+# Decoding, as Translator does it: the cache once per call, one tf.function per batch
+# --------------------------------------------------------------------------
+def make_decoder(model, length):
+    def decode_batch(source_ids, cache):
+        step_fn = model.make_step_fn(cache)
+        state = model.initial_decoding_state(source_ids)
+        # min_length = max_length: every sentence emits exactly `length` tokens.
+        result = greedy_search(step_fn, state, tf.shape(source_ids)[0], length,
+                               min_length=length)
+        return result.lengths
+
+    decode_batch = tf.function(decode_batch, reduce_retracing=True)
+
+    def decode_call(sources):
+        """Decodes every batch of `sources`; returns (emitted tokens, cache seconds)."""
+        start = time.perf_counter()
+        cache = model.head.inference_cache()  # eager: computed when it returns
+        cache_seconds = time.perf_counter() - start
+        emitted = 0
+        for source_ids in sources:
+            lengths = decode_batch(source_ids, cache)
+            emitted += int(tf.reduce_sum(lengths))
+        return emitted, cache_seconds
+
+    return decode_call
+
+
+# --------------------------------------------------------------------------
+# Timing and summaries
+# --------------------------------------------------------------------------
+def interleaved(names, run_once, repeats):
+    """Times `run_once(name) -> (units, extra)` in the order A B C D, D C B A, ...
+
+    Returns, per name, the wall-clock seconds, process CPU seconds (all
+    threads), the units counted and the extra values of every repeat.
+    """
+    timings = {name: {"seconds": [], "cpu_seconds": [], "units": [], "extra": []} for name in names}
+    for repeat in range(repeats):
+        order = names if repeat % 2 == 0 else names[::-1]
+        for name in order:
+            wall, cpu = time.perf_counter(), time.process_time()
+            units, extra = run_once(name)
+            timing = timings[name]
+            timing["seconds"].append(time.perf_counter() - wall)
+            timing["cpu_seconds"].append(time.process_time() - cpu)
+            timing["units"].append(units)
+            timing["extra"].append(extra)
+        print(f"  repeat {repeat + 1}/{repeats} ({' '.join(order)}): " + "  ".join(
+            f"{n} {timings[n]['units'][-1] / timings[n]['seconds'][-1]:,.2f}/s" for n in names),
+            flush=True)
+    return timings
+
+
+def _stats(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "values": values}
+
+
+def summarize(timing, reference):
+    """Rates per wall and CPU second, with ratios to `reference` (the tied head)."""
+    rates = [u / s for u, s in zip(timing["units"], timing["seconds"])]
+    cpu_rates = [u / s for u, s in zip(timing["units"], timing["cpu_seconds"])]
+    out = {"per_second": _stats(rates), "per_cpu_second": _stats(cpu_rates)}
+    if reference is not None:
+        base = [u / s for u, s in zip(reference["units"], reference["seconds"])]
+        base_cpu = [u / s for u, s in zip(reference["units"], reference["cpu_seconds"])]
+        out["ratio_to_tied"] = {
+            "ratio_of_medians": statistics.median(rates) / statistics.median(base),
+            "median_of_paired_ratios": statistics.median(a / b for a, b in zip(rates, base)),
+            "per_cpu_second_ratio_of_medians":
+                statistics.median(cpu_rates) / statistics.median(base_cpu),
+        }
+    return out
+
+
+def goal_text(ratio, goal):
+    return f">= {goal:.2f} {'met' if ratio >= goal else 'MISSED'}"
+
+
+# --------------------------------------------------------------------------
+# One vocabulary size
+# --------------------------------------------------------------------------
+def run_vocabulary(args, target_vocab, specs, goal_name):
+    source_vocab = args.source_vocab_size or target_vocab
+    rng = np.random.default_rng(args.seed)
+    batches, decode_sources = synthetic_batches(args, source_vocab, target_vocab, rng)
+    tokens_per_step = args.batch_size * args.target_length  # no padding
+    print(f"\n=== |V| = {target_vocab:,} (source {source_vocab:,}); batch {args.batch_size} × "
+          f"{args.source_length} source / {args.target_length} target tokens ===", flush=True)
+
+    models, params = {}, {}
+    for name, spec in specs.items():
+        start = time.perf_counter()
+        models[name] = build_model(args, source_vocab, target_vocab, spec)
+        report = parameter_report(models[name])
+        params[name] = {"total": report.total, "output_capacity": report.output_capacity}
+        print(f"  built {name}: {report.total:,} parameters, output-layer capacity "
+              f"{report.output_capacity['parameters']:,} ({time.perf_counter() - start:.1f} s)",
+              flush=True)
+    names = list(models)
+    result = {"source_vocab": source_vocab, "target_vocab": target_vocab,
+              "tokens_per_step": tokens_per_step, "parameters": params}
+
+    # Greedy decoding first, with the initial (same-seed) weights.
+    if args.decode_batches:
+        decoders = {name: make_decoder(models[name], args.decode_length) for name in names}
+        sentences = args.decode_batches * args.decode_batch_size
+        print("greedy decoding: warm-up (tracing)", flush=True)
+        for name in names:
+            start = time.perf_counter()
+            emitted, _ = decoders[name](decode_sources)
+            expected = sentences * args.decode_length
+            if emitted != expected:
+                raise AssertionError(f"{name}: emitted {emitted} tokens, expected {expected}")
+            print(f"  {name}: {time.perf_counter() - start:.1f} s", flush=True)
+
+        def decode_once(name):
+            emitted, cache_seconds = decoders[name](decode_sources)
+            return sentences, {"emitted_tokens": emitted, "cache_seconds": cache_seconds}
+
+        print("greedy decoding: sentences/s", flush=True)
+        timings = interleaved(names, decode_once, args.repeats)
+        decode = {}
+        for name in names:
+            summary = summarize(timings[name], None if name == TIED else timings[TIED])
+            cache = [e["cache_seconds"] for e in timings[name]["extra"]]
+            summary["cache_seconds"] = _stats(cache)
+            summary["cache_share"] = statistics.median(
+                c / s for c, s in zip(cache, timings[name]["seconds"]))
+            # Without the once-per-call cache: what a call of many sentences tends to.
+            summary["per_second_excluding_cache"] = _stats(
+                [u / (s - c) for u, s, c in zip(timings[name]["units"], timings[name]["seconds"], cache)])
+            summary["tokens_per_second_median"] = (
+                summary["per_second"]["median"] * args.decode_length)
+            summary.update(sentences_per_call=sentences, timings=timings[name])
+            decode[name] = summary
+        base = decode[TIED]["per_second_excluding_cache"]["median"]
+        for name in names:
+            if name != TIED:
+                decode[name]["ratio_to_tied"]["excluding_cache_ratio_of_medians"] = (
+                    decode[name]["per_second_excluding_cache"]["median"] / base)
+        result["decode"] = decode
+
+    # Training.
+    print("training: warm-up (tracing)", flush=True)
+    warmup = {}
+    for name in names:
+        start = time.perf_counter()
+        for step in range(args.warmup_steps):
+            features, target_out = batches[step % len(batches)]
+            models[name].train_on_batch(features, target_out)
+        warmup[name] = time.perf_counter() - start
+        print(f"  {name}: {warmup[name]:.1f} s", flush=True)
+
+    def train_once(name):
+        loss = None
+        for features, target_out in batches:
+            loss = models[name].train_on_batch(features, target_out)
+        return len(batches), {"last_loss": float(np.ravel(loss)[0])}
+
+    print("training: steps/s", flush=True)
+    timings = interleaved(names, train_once, args.repeats)
+    train = {}
+    for name in names:
+        summary = summarize(timings[name], None if name == TIED else timings[TIED])
+        summary["tokens_per_second_median"] = summary["per_second"]["median"] * tokens_per_step
+        summary.update(warmup_seconds=warmup[name], timings=timings[name])
+        train[name] = summary
+    result["train"] = train
+
+    print_tables(args, target_vocab, result, goal_name)
+    del models
+    gc.collect()
+    keras.backend.clear_session()
+    return result
+
+
+def print_tables(args, target_vocab, result, goal_name):
+    def ratio_cell(row):
+        return row["ratio_to_tied"]["ratio_of_medians"] if "ratio_to_tied" in row else 1.0
+
+    print(f"\ntraining, |V| = {target_vocab:,}: train_on_batch after warm-up, median of "
+          f"{args.repeats} repeat(s) × {args.steps} steps")
+    header = (f"{'head':12s} {'params':>12s} {'out. cap.':>11s} {'steps/s':>8s} {'tok/s':>9s} "
+              f"{'× tied':>7s} {'× tied CPU':>10s}  goal")
+    print(header)
+    print("-" * (len(header) + 14))
+    for name, row in result["train"].items():
+        ratio = ratio_cell(row)
+        cpu = row["ratio_to_tied"]["per_cpu_second_ratio_of_medians"] if "ratio_to_tied" in row else 1.0
+        goal = goal_text(ratio, TRAINING_GOAL) if name == goal_name else ""
+        params = result["parameters"][name]
+        print(f"{name:12s} {params['total']:>12,} {params['output_capacity']['parameters']:>11,} "
+              f"{row['per_second']['median']:>8.3f} {row['tokens_per_second_median']:>9,.0f} "
+              f"{ratio:>7.3f} {cpu:>10.3f}  {goal}")
+    if "decode" not in result:
+        return
+    decode = result["decode"]
+    any_row = next(iter(decode.values()))
+    print(f"\ngreedy decoding, |V| = {target_vocab:,}: {any_row['sentences_per_call']} sentences "
+          f"per call × {args.decode_length} tokens, head cache once per call, median of "
+          f"{args.repeats} repeat(s)")
+    header = (f"{'head':12s} {'sent/s':>8s} {'tok/s':>9s} {'cache ms':>9s} {'cache %':>8s} "
+              f"{'× tied':>7s} {'× tied CPU':>10s} {'× tied no cache':>15s}  goal")
+    print(header)
+    print("-" * (len(header) + 14))
+    for name, row in decode.items():
+        ratio = ratio_cell(row)
+        cpu = row["ratio_to_tied"]["per_cpu_second_ratio_of_medians"] if "ratio_to_tied" in row else 1.0
+        no_cache = (row["ratio_to_tied"]["excluding_cache_ratio_of_medians"]
+                    if "ratio_to_tied" in row else 1.0)
+        goal = goal_text(ratio, DECODING_GOAL) if name == goal_name else ""
+        print(f"{name:12s} {row['per_second']['median']:>8.2f} "
+              f"{row['tokens_per_second_median']:>9,.0f} "
+              f"{1000 * row['cache_seconds']['median']:>9.1f} {100 * row['cache_share']:>7.1f}% "
+              f"{ratio:>7.3f} {cpu:>10.3f} {no_cache:>15.3f}  {goal}")
+
+
+def main(args):
+    tf.random.set_seed(args.seed)
+    machine = machine_info()
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {machine['cpu_count']} CPUs, "
+          f"devices {machine['devices']}", flush=True)
+    print(f"LSTMSeq2Seq: {args.num_layers} layer(s), embedding {args.embedding_dim}, hidden "
+          f"{args.hidden_dim}, dropout {args.dropout}; |V| {args.vocab_list}"
+          + (" (--quick)" if args.quick else ""), flush=True)
+    specs = head_specs(args.joint_list)
+    goal_name = f"joint({args.goal_joint_dim})"
+    if goal_name not in specs:
+        print(f"note: {goal_name} is not among --joint-dims, so no goal is checked", flush=True)
+
+    started = time.perf_counter()
+    results = {}
+    for target_vocab in args.vocab_list:
+        results[str(target_vocab)] = run_vocabulary(args, target_vocab, specs, goal_name)
+
+    goals = {}
+    for vocab, result in results.items():
+        train = result["train"].get(goal_name)
+        decode = result.get("decode", {}).get(goal_name)
+        goals[vocab] = {
+            "train_ratio": train and train["ratio_to_tied"]["ratio_of_medians"],
+            "train_goal": TRAINING_GOAL,
+            "decode_ratio": decode and decode["ratio_to_tied"]["ratio_of_medians"],
+            "decode_goal": DECODING_GOAL,
+        }
+    print(f"\nsummary ({goal_name} / tied, ratio of medians):")
+    for vocab, goal in goals.items():
+        parts = []
+        for what, ratio, target in (("training", goal["train_ratio"], TRAINING_GOAL),
+                                    ("decoding", goal["decode_ratio"], DECODING_GOAL)):
+            if ratio is not None:
+                parts.append(f"{what} {ratio:.3f} ({goal_text(ratio, target)})")
+        print(f"  |V| = {int(vocab):,}: " + ("; ".join(parts) or "no goal head timed"))
+    if args.quick:
+        print("  (--quick sizes: a smoke test, not a measurement of the goals)")
+
+    if hasattr(os, "getloadavg"):
+        machine["load_average_at_end"] = list(os.getloadavg())
+    config = {k: v for k, v in vars(args).items()}
+    record = {
+        "benchmark": "heads",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "config": config,
+        "heads": {name: spec for name, spec in specs.items()},
+        "machine": machine,
+        "results": results,
+        "goals": goals,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    output = pathlib.Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "w", encoding="utf-8") as stream:
+        json.dump(record, stream, indent=2)
+    print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
+    return record
+
+
+if __name__ == "__main__":
+    main(ARGS)
