@@ -60,8 +60,18 @@ def test_joint_output_embedding_is_computed_once_per_translate_call(bible_tokeni
     hypotheses = translator.translate(bible_slice.sources[:5])  # 3 batches, many steps
     assert len(hypotheses) == 5
     assert calls == [(bible_tokenizer.vocab_size, 16)]
+    # Kept across calls while the weights stay the same ...
+    assert translator.translate(bible_slice.sources[5:7]) and len(calls) == 1
+    # ... and recomputed once they change, however they were changed.
+    table = model.target_embedding.embeddings
+    table.assign(table * 1.5)
+    translator.translate(bible_slice.sources[:1])
+    assert len(calls) == 2
+    np.testing.assert_allclose(translator.head_cache()["output_kernel"],
+                               np.transpose(model.head.output_weights()), rtol=1e-6)
     # One training forward pass over (batch, time) also projects E once.
     calls.clear()
     model({"source_ids": np.array([[5, 6, EOS_ID]], "int32"),
            "target_in": np.array([[2, 7, 8, 9]], "int32")})
     assert len(calls) == 1
+

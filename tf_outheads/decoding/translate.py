@@ -15,8 +15,12 @@ from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 class Translator:
     """Greedy translation of raw strings with a trained model.
 
-    The head's `inference_cache()` is computed once per call of `translate`
-    (it depends only on the weights), not once per decoding step.
+    The head's `inference_cache()` (E' = g_out(E) for a joint head) depends
+    only on the weights: it is never computed per decoding step, and is kept
+    across `translate` calls until the weights change. A change is detected
+    by a content fingerprint of the head's weights (the sum and the sum of
+    squares of each, one cheap pass over them per call), so training steps,
+    `load_weights` or a direct `assign` all refresh it.
 
     Args:
         model: a model with `initial_decoding_state` and `make_step_fn`.
@@ -49,6 +53,24 @@ class Translator:
         self.max_length_offset = max_length_offset
         self.max_source_length = max_source_length
         self._decode = tf.function(self._decode_batch, reduce_retracing=True)
+        self._fingerprint = tf.function(self._weights_fingerprint)
+        self._cache = None
+        self._cache_fingerprint = None
+
+    def _weights_fingerprint(self):
+        sums = []
+        for weight in self.model.head.weights:
+            value = tf.cast(tf.convert_to_tensor(weight), tf.float64)
+            sums += [tf.reduce_sum(value), tf.reduce_sum(value * value)]
+        return tf.stack(sums)
+
+    def head_cache(self):
+        """The head's inference cache, recomputed only when its weights changed."""
+        fingerprint = self._fingerprint().numpy()
+        if self._cache is None or not np.array_equal(fingerprint, self._cache_fingerprint):
+            self._cache = self.model.head.inference_cache()
+            self._cache_fingerprint = fingerprint
+        return self._cache
 
     def _decode_batch(self, source_ids, cache):
         source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
@@ -72,8 +94,8 @@ class Translator:
         if not sentences:
             return []
         encoded = self._encode(sentences)
-        # Weight-only head tensors: once per call, not per batch or per step.
-        cache = self.model.head.inference_cache()
+        # Weight-only head tensors: never per batch or per step.
+        cache = self.head_cache()
         # Sorting by length keeps padding (and wasted decoder steps) small.
         order = np.argsort([len(row) for row in encoded], kind="stable")
         outputs = [None] * len(sentences)
@@ -91,5 +113,9 @@ class Translator:
 
 
 def translate(model, sentences, source_tokenizer, target_tokenizer, **kwargs):
-    """One-call form of :class:`Translator`: raw strings in, translations out."""
+    """One-call form of :class:`Translator`: raw strings in, translations out.
+
+    Each call builds a new `Translator` (and traces its search again); keep a
+    `Translator` to translate many times.
+    """
     return Translator(model, source_tokenizer, target_tokenizer, **kwargs).translate(sentences)
