@@ -470,7 +470,7 @@ def print_tables(args, target_vocab, result, goal_name):
     decode = result["decode"]
     any_row = next(iter(decode.values()))
     print(f"\ngreedy decoding, |V| = {target_vocab:,}: {any_row['sentences_per_call']} sentences "
-          f"per call × {args.decode_length} tokens, head cache once per call, median of "
+          f"per call × {args.decode_length} tokens, head cache kept while the weights do not change (cache ms = fingerprint check), median of "
           f"{args.repeats} repeat(s)")
     header = (f"{'head':12s} {'sent/s':>8s} {'tok/s':>9s} {'cache ms':>9s} {'cache %':>8s} "
               f"{'× tied':>7s} {'× tied CPU':>10s} {'× tied no cache':>15s}  goal")
