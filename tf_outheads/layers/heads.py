@@ -25,6 +25,22 @@ from keras import ops
 from tf_outheads.api_export import export
 
 
+def target_embedding_argument(embedding):
+    """The `embedding=` argument of a head that reuses the target embedding.
+
+    Accepts the layer itself or its serialized config (standalone
+    deserialization) and refuses anything without `input_dim`/`output_dim`.
+    """
+    if isinstance(embedding, dict):
+        embedding = keras.saving.deserialize_keras_object(embedding)
+    if not hasattr(embedding, "input_dim") or not hasattr(embedding, "output_dim"):
+        raise ValueError(
+            "`embedding` must be a keras.layers.Embedding (the target input "
+            f"embedding). Received: embedding={embedding!r}"
+        )
+    return embedding
+
+
 class CategoricalHead(keras.layers.Layer):
     """Base class of heads whose logits are ``project_hidden(h) · Wᵀ + b``.
 
@@ -293,13 +309,7 @@ class TiedSoftmaxHead(CategoricalHead):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(embedding, dict):  # standalone deserialization
-            embedding = keras.saving.deserialize_keras_object(embedding)
-        if not hasattr(embedding, "input_dim") or not hasattr(embedding, "output_dim"):
-            raise ValueError(
-                "`embedding` must be a keras.layers.Embedding (the target input "
-                f"embedding). Received: embedding={embedding!r}"
-            )
+        embedding = target_embedding_argument(embedding)
         if projection not in (None, True, False):
             raise ValueError(
                 f"`projection` must be None, True or False. Received: projection={projection}"

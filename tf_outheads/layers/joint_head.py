@@ -14,6 +14,7 @@ from keras import ops
 from tf_outheads.api_export import export
 from tf_outheads.layers.heads import CategoricalHead
 from tf_outheads.layers.heads import register_head
+from tf_outheads.layers.heads import target_embedding_argument
 
 
 def _check_flag(name, value):
@@ -105,13 +106,7 @@ class JointEmbeddingHead(CategoricalHead):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(embedding, dict):  # standalone deserialization
-            embedding = keras.saving.deserialize_keras_object(embedding)
-        if not hasattr(embedding, "input_dim") or not hasattr(embedding, "output_dim"):
-            raise ValueError(
-                "`embedding` must be a keras.layers.Embedding (the target input "
-                f"embedding). Received: embedding={embedding!r}"
-            )
+        embedding = target_embedding_argument(embedding)
         for name, value in (
             ("output_structure", output_structure),
             ("context_structure", context_structure),
