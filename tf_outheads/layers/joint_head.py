@@ -162,33 +162,32 @@ class JointEmbeddingHead(CategoricalHead):
                 f"hidden_dim={hidden_dim}, embedding_dim={embedding_dim}"
             )
         joint_dim = self.resolved_joint_dim(hidden_dim)
-        self.output_projection = None
-        if self.output_structure:
-            self.output_projection = keras.layers.Dense(
-                joint_dim,
-                use_bias=self.projection_bias,
-                kernel_initializer=self.kernel_initializer,
-                bias_initializer=self.bias_initializer,
-                dtype=self.dtype_policy,
-                name="output_projection",
-            )
-            self.output_projection.build((None, embedding_dim))
-        self.context_projection = None
-        if self.context_structure:
-            self.context_projection = keras.layers.Dense(
-                joint_dim,
-                use_bias=self.projection_bias,
-                kernel_initializer=self.kernel_initializer,
-                bias_initializer=self.bias_initializer,
-                dtype=self.dtype_policy,
-                name="context_projection",
-            )
-            self.context_projection.build((None, hidden_dim))
+        # U: d → d_j on embedding rows (Eq. 12); V: d_h → d_j on h (Eq. 13).
+        self.output_projection = (
+            self._projection("output_projection", embedding_dim, joint_dim)
+            if self.output_structure else None
+        )
+        self.context_projection = (
+            self._projection("context_projection", hidden_dim, joint_dim)
+            if self.context_structure else None
+        )
         self.bias = None
         if self.use_bias:
             self.bias = self.add_weight(
                 name="bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer
             )
+
+    def _projection(self, name, input_dim, joint_dim):
+        projection = keras.layers.Dense(
+            joint_dim,
+            use_bias=self.projection_bias,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        projection.build((None, input_dim))
+        return projection
 
     def project_hidden(self, h):
         # g_inp(h) = σ(V·h + b_v), Eq. 13.
