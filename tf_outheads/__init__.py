@@ -18,6 +18,8 @@ from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
+from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
+from tf_outheads.losses.sampled_softmax import sampled_softmax_loss
 from tf_outheads.metrics.bleu import corpus_bleu
 from tf_outheads.metrics.params import parameter_report
 from tf_outheads.training.callbacks import BleuCallback
@@ -31,6 +33,7 @@ __all__ = [
     "CategoricalHead",
     "LuongAttention",
     "MaskedSequenceCrossEntropy",
+    "SampledSoftmaxLoss",
     "SoftmaxHead",
     "TiedSoftmaxHead",
     "Translator",
@@ -43,6 +46,7 @@ __all__ = [
     "masked_sequence_cross_entropy",
     "metrics",
     "parameter_report",
+    "sampled_softmax_loss",
     "training",
     "translate",
     "translation_callbacks",

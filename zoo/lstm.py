@@ -20,6 +20,7 @@ from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.heads import build_head, head_to_spec
+from tf_outheads.training.head_loss import HeadLossMixin
 
 
 class LSTMEncoder(keras.layers.Layer):
@@ -211,7 +212,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
 
 
 @export
-class LSTMSeq2Seq(keras.Model):
+class LSTMSeq2Seq(HeadLossMixin, keras.Model):
     """Attentional LSTM encoder–decoder that takes any output head.
 
     Args:
@@ -240,7 +241,10 @@ class LSTMSeq2Seq(keras.Model):
         training: bool.
 
     Returns:
-        The head's output: logits `(B, T, V)` for categorical heads.
+        The head's output: logits `(B, T, V)` for categorical heads. Compiled
+        with a loss that scores candidates itself (`SampledSoftmaxLoss`), a
+        training-mode call returns the decoder outputs `(B, T, d_h)` instead
+        (`tf_outheads.training.HeadLossMixin`).
 
     Example:
     ```python
@@ -342,7 +346,9 @@ class LSTMSeq2Seq(keras.Model):
         target_in = ops.cast(inputs["target_in"], "int32")
         h = self.decoder(target_in, state, training=training)
         # The decoder already drops h̃ in training (and feeds the dropped one back).
-        return self.head(h)
+        # Logits (B, T, V); in a training step under a sampled loss, h itself
+        # (the loss scores only candidate words through the head).
+        return self.head_outputs(h, training)
 
     # -- decoding contract ------------------------------------------------
     def initial_decoding_state(self, source_ids):

@@ -182,6 +182,7 @@ for _layers in (1, 3, 4):
 # steps and seed as lstm-cpu; only the head differs).
 for _name, _head in (("softmax", "softmax"),
                      ("joint", {"class_name": "joint", "config": {"joint_dim": 256}}),
+                     ("joint-512", {"class_name": "joint", "config": {"joint_dim": 512}}),
                      ("joint-1024", {"class_name": "joint", "config": {"joint_dim": 1024}})):
     PRESETS[f"lstm-cpu-{_name}"] = copy.deepcopy(PRESETS["lstm-cpu"])
     PRESETS[f"lstm-cpu-{_name}"]["description"] = f"lstm-cpu with head {_name}"

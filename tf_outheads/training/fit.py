@@ -9,8 +9,12 @@ from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
 
 
 def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoothing=0.0,
-                            jit_compile=False, optimizer=None):
+                            jit_compile=False, optimizer=None, loss=None):
     """Compile `model` with Adam, gradient clipping and the masked sequence loss.
+
+    `loss` replaces the default `MaskedSequenceCrossEntropy(label_smoothing)`,
+    e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has its own `label_smoothing`;
+    giving both is refused).
 
     `jit_compile` defaults to `False`: on CPU, XLA ran this library's LSTM
     model about 3× slower than graph mode (benchmarks/throughput.py); on a GPU
@@ -18,9 +22,14 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     """
     if optimizer is None:
         optimizer = keras.optimizers.Adam(learning_rate=learning_rate, clipnorm=clipnorm)
+    if loss is None:
+        loss = MaskedSequenceCrossEntropy(label_smoothing=label_smoothing)
+    elif label_smoothing:
+        raise ValueError("Give label smoothing to the loss itself when passing `loss`. "
+                         f"Received: loss={loss!r}, label_smoothing={label_smoothing}")
     model.compile(
         optimizer=optimizer,
-        loss=MaskedSequenceCrossEntropy(label_smoothing=label_smoothing),
+        loss=loss,
         jit_compile=jit_compile,
     )
     return model
