@@ -62,6 +62,8 @@ _PAPPAS_LSTM = {
         "max_minutes": None,
         "patience": 5,
         "seed": 1234,
+        # SampledSoftmaxLoss options ({"fraction": 0.25}, ...) or None: full softmax.
+        "sampled_softmax": None,
     },
     "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10},
 }
@@ -98,6 +100,7 @@ PRESETS = {
             "max_minutes": 10.0,
             "patience": 4,
             "seed": 1234,
+            "sampled_softmax": None,
         },
         "decode": {"batch_size": 128, "max_length_ratio": 1.5, "max_length_offset": 10},
     },
@@ -127,6 +130,7 @@ PRESETS = {
             "max_minutes": None,
             "patience": 100,
             "seed": 1234,
+            "sampled_softmax": None,
         },
         "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10},
     },
@@ -187,6 +191,28 @@ for _name, _head in (("softmax", "softmax"),
     PRESETS[f"lstm-cpu-{_name}"] = copy.deepcopy(PRESETS["lstm-cpu"])
     PRESETS[f"lstm-cpu-{_name}"]["description"] = f"lstm-cpu with head {_name}"
     PRESETS[f"lstm-cpu-{_name}"]["model"]["head"] = _head
+
+# Sampling-based training (Pappas et al. 2018 §3.2, Table 4): |V| ≈ 128K BPE with
+# 25 % (Table 2) or 5 % (Table 4) of the vocabulary per batch, every target of
+# the batch kept. Needs a corpus large enough for 128K pieces (--corpus);
+# the Bible corpus tops out near 32K per language.
+for _head in ("softmax", "tied", "joint-512", "joint-2048", "joint-4096"):
+    for _percent in (25, 5):
+        _preset = _pappas_preset(_head)
+        _preset["description"] = (f"Pappas et al. 2018: 2-layer LSTM 512, head {_head}, "
+                                  f"|V| 128K, {_percent}% sampled softmax")
+        _preset["data"]["vocab_size"] = 128000
+        _preset["train"]["sampled_softmax"] = {"fraction": _percent / 100, "mode": "batch"}
+        PRESETS[f"lstm-pappas-{_head}-128k-sampled{_percent}"] = _preset
+
+# A large vocabulary on CPU: lstm-cpu with 32K separate vocabularies (the most
+# the Bible corpus gives per language), full vs 5 % sampled softmax.
+PRESETS["lstm-cpu-32k"] = copy.deepcopy(PRESETS["lstm-cpu"])
+PRESETS["lstm-cpu-32k"]["description"] = "lstm-cpu with 32K separate vocabularies, full softmax"
+PRESETS["lstm-cpu-32k"]["data"].update(vocab_size=32000, joint_vocabulary=False)
+PRESETS["lstm-cpu-32k-sampled5"] = copy.deepcopy(PRESETS["lstm-cpu-32k"])
+PRESETS["lstm-cpu-32k-sampled5"]["description"] = "lstm-cpu-32k trained with 5% sampled softmax"
+PRESETS["lstm-cpu-32k-sampled5"]["train"]["sampled_softmax"] = {"fraction": 0.05, "mode": "batch"}
 
 DEFAULT_PRESET = "lstm-cpu"
 

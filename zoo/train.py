@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tf_outheads import data as tfo_data
 from tf_outheads.decoding.translate import Translator
+from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training.fit import compile_for_translation, translation_callbacks
 from zoo.lstm import LSTMSeq2Seq
@@ -75,6 +76,18 @@ def build_model(preset, source_vocabulary_size, target_vocabulary_size):
     return model_cls(source_vocabulary_size, target_vocabulary_size, **preset["model"])
 
 
+def training_loss(train_config):
+    """`compile_for_translation` keywords for the preset's loss: full or sampled softmax."""
+    sampled = train_config.get("sampled_softmax")
+    if not sampled:
+        return {"label_smoothing": train_config["label_smoothing"]}
+    if not isinstance(sampled, dict):
+        raise ValueError("train.sampled_softmax must be a dict of SampledSoftmaxLoss options "
+                         f"(e.g. {{'fraction': 0.05}}) or None. Received: {sampled!r}")
+    return {"loss": SampledSoftmaxLoss(label_smoothing=train_config["label_smoothing"],
+                                       seed=train_config["seed"], **sampled)}
+
+
 def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None, log=print):
     """Train, evaluate on dev and test, write translations; returns the results dict.
 
@@ -124,7 +137,7 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         model,
         learning_rate=train_config["learning_rate"],
         clipnorm=train_config["clipnorm"],
-        label_smoothing=train_config["label_smoothing"],
+        **training_loss(train_config),
     )
     log(f"[model] {type(model).__name__} {preset['model']}")
     log(str(parameter_report(model)))

@@ -466,3 +466,35 @@ def test_label_smoothing_and_loss_together_is_refused():
     with pytest.raises(ValueError, match="label smoothing"):
         compile_for_translation(_small_model("tied"), label_smoothing=0.1,
                                 loss=SampledSoftmaxLoss(fraction=0.5))
+
+
+def test_keras_file_round_trip_keeps_the_sampled_loss(tmp_path):
+    x, y = _seq2seq_data()
+    model = _small_model(JOINT)
+    compile_for_translation(model, loss=SampledSoftmaxLoss(fraction=0.3, seed=9,
+                                                           label_smoothing=0.1))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert isinstance(loaded.loss, SampledSoftmaxLoss)
+    assert loaded.loss.get_config() == model.loss.get_config()
+    np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert loaded(x, training=True).shape[-1] == 16  # still trains on candidates
+
+
+def test_every_sampled_preset_builds_its_loss():
+    from zoo.presets import PRESETS
+    from zoo.train import training_loss
+
+    sampled = {name: preset for name, preset in PRESETS.items()
+               if preset["train"]["sampled_softmax"]}
+    assert {"lstm-cpu-32k-sampled5", "lstm-pappas-joint-4096-128k-sampled5",
+            "lstm-pappas-tied-128k-sampled25"} <= set(sampled)
+    for name, preset in sampled.items():
+        loss = training_loss(preset["train"])["loss"]
+        assert isinstance(loss, SampledSoftmaxLoss), name
+        assert loss.fraction == preset["train"]["sampled_softmax"]["fraction"]
+        assert loss.seed == preset["train"]["seed"]
+    with pytest.raises(ValueError, match="sampled_softmax"):
+        training_loss({"sampled_softmax": 0.05, "label_smoothing": 0.0, "seed": 1})
