@@ -1,0 +1,17 @@
+"""Pure tensor math shared by layers and losses (no Keras state).
+
+The Bessel / von Mises–Fisher functions are exported here; the candidate
+sampling of sampled softmax is used as a module, `tf_outheads.ops.sampling`.
+"""
+
+from tf_outheads.ops.bessel import bessel_iv_ratio
+from tf_outheads.ops.bessel import log_bessel_iv
+from tf_outheads.ops.bessel import log_vmf_normalizer
+from tf_outheads.ops.bessel import log_vmf_normalizer_lower_bound
+
+__all__ = [
+    "bessel_iv_ratio",
+    "log_bessel_iv",
+    "log_vmf_normalizer",
+    "log_vmf_normalizer_lower_bound",
+]
