@@ -12,6 +12,7 @@ from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.translate import Translator
 from tf_outheads.decoding.translate import translate
 from tf_outheads.layers.attention import LuongAttention
+from tf_outheads.layers.continuous_head import ContinuousOutputHead
 from tf_outheads.layers.heads import CategoricalHead
 from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
@@ -31,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BleuCallback",
     "CategoricalHead",
+    "ContinuousOutputHead",
     "LuongAttention",
     "MaskedSequenceCrossEntropy",
     "SampledSoftmaxLoss",

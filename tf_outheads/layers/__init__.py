@@ -1,6 +1,7 @@
 """Keras layers: output heads and attention."""
 
 from tf_outheads.layers.attention import LuongAttention
+from tf_outheads.layers.continuous_head import ContinuousOutputHead
 from tf_outheads.layers.heads import HEADS
 from tf_outheads.layers.heads import CategoricalHead
 from tf_outheads.layers.heads import SoftmaxHead
@@ -8,5 +9,5 @@ from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.heads import build_head
 from tf_outheads.layers.heads import register_head
 
-__all__ = ["HEADS", "CategoricalHead", "LuongAttention", "SoftmaxHead", "TiedSoftmaxHead",
+__all__ = ["HEADS", "CategoricalHead", "ContinuousOutputHead", "LuongAttention", "SoftmaxHead", "TiedSoftmaxHead",
            "build_head", "register_head"]

@@ -11,6 +11,11 @@ call stays `model.compile(loss=...)`, `model.fit(...)`:
   optimizer step to `loss.call_on_hidden(...)`;
 - in evaluation and prediction the model returns full logits and the same loss
   object computes the full masked cross-entropy through `loss(y, logits)`.
+
+A loss that scores the head's output against the head's own tables (the vMF
+loss of a continuous head needs its target vectors) declares `needs_head = True`
+and gets, in training and evaluation alike,
+`loss.call_with_head(y, y_pred, head, sample_weight=...)`.
 """
 
 from keras import ops
@@ -40,12 +45,15 @@ class HeadLossMixin:
         return self.head(hidden)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = self.hidden_state_loss()
-        if not (training and loss is not None):
+        loss = getattr(self, "loss", None)
+        if getattr(loss, "needs_head", False):
+            total = loss.call_with_head(y, y_pred, self.head, sample_weight=sample_weight)
+        elif training and self.hidden_state_loss() is not None:
+            step = self.optimizer.iterations if self.optimizer is not None else 0
+            total = loss.call_on_hidden(y, y_pred, self.head, step, sample_weight=sample_weight,
+                                        static_size=bool(getattr(self, "jit_compile", False)))
+        else:
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        step = self.optimizer.iterations if self.optimizer is not None else 0
-        total = loss.call_on_hidden(y, y_pred, self.head, step, sample_weight=sample_weight,
-                                    static_size=bool(getattr(self, "jit_compile", False)))
         for extra in self.losses:  # regularizers, add_loss
             total = total + ops.cast(self._aggregate_additional_loss(extra), total.dtype)
         return total
