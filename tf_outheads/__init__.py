@@ -19,8 +19,15 @@ from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
+from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
+from tf_outheads.losses.embedding_regression import MSEEmbeddingLoss
+from tf_outheads.losses.embedding_regression import cosine_embedding_loss
+from tf_outheads.losses.embedding_regression import mse_embedding_loss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.sampled_softmax import sampled_softmax_loss
+from tf_outheads.losses.vmf import VMFLoss
+from tf_outheads.losses.vmf import vmf_loss
+from tf_outheads.losses.vmf import vmf_negative_log_likelihood
 from tf_outheads.metrics.bleu import corpus_bleu
 from tf_outheads.metrics.params import parameter_report
 from tf_outheads.training.callbacks import BleuCallback
@@ -33,23 +40,30 @@ __all__ = [
     "BleuCallback",
     "CategoricalHead",
     "ContinuousOutputHead",
+    "CosineEmbeddingLoss",
     "LuongAttention",
+    "MSEEmbeddingLoss",
     "MaskedSequenceCrossEntropy",
     "SampledSoftmaxLoss",
     "SoftmaxHead",
     "TiedSoftmaxHead",
+    "VMFLoss",
     "Translator",
     "compile_for_translation",
     "corpus_bleu",
+    "cosine_embedding_loss",
     "data",
     "decoding",
     "greedy_search",
     "JointEmbeddingHead",
     "masked_sequence_cross_entropy",
+    "mse_embedding_loss",
     "metrics",
     "parameter_report",
     "sampled_softmax_loss",
     "training",
     "translate",
     "translation_callbacks",
+    "vmf_loss",
+    "vmf_negative_log_likelihood",
 ]

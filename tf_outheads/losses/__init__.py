@@ -2,8 +2,18 @@
 
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
+from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
+from tf_outheads.losses.embedding_regression import EmbeddingTargetLoss
+from tf_outheads.losses.embedding_regression import MSEEmbeddingLoss
+from tf_outheads.losses.embedding_regression import cosine_embedding_loss
+from tf_outheads.losses.embedding_regression import mse_embedding_loss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.sampled_softmax import sampled_softmax_loss
+from tf_outheads.losses.vmf import VMFLoss
+from tf_outheads.losses.vmf import vmf_loss
+from tf_outheads.losses.vmf import vmf_negative_log_likelihood
 
-__all__ = ["MaskedSequenceCrossEntropy", "SampledSoftmaxLoss", "masked_sequence_cross_entropy",
-           "sampled_softmax_loss"]
+__all__ = ["CosineEmbeddingLoss", "EmbeddingTargetLoss", "MSEEmbeddingLoss",
+           "MaskedSequenceCrossEntropy", "SampledSoftmaxLoss", "VMFLoss",
+           "cosine_embedding_loss", "masked_sequence_cross_entropy", "mse_embedding_loss",
+           "sampled_softmax_loss", "vmf_loss", "vmf_negative_log_likelihood"]
