@@ -3,7 +3,9 @@
 Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
 (:func:`clean`, :func:`strip_suffixes`), train or load SentencePiece models (:func:`build_tokenizers`,
 :func:`load_tokenizers`) and build batches (:func:`make_training_dataset`,
-:func:`make_inference_dataset`). Special-token ids live in
+:func:`make_inference_dataset`). Target word vectors for continuous-output heads
+come from :func:`train_word_vectors`, :func:`load_word_vectors` and
+:func:`target_embedding_table`. Special-token ids live in
 :mod:`tf_outheads.data.special_tokens`.
 """
 
@@ -27,6 +29,10 @@ from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.data.tokenizer import build_tokenizers
 from tf_outheads.data.tokenizer import load_tokenizers
 from tf_outheads.data.tokenizer import train_sentencepiece
+from tf_outheads.data.word_vectors import TargetTable
+from tf_outheads.data.word_vectors import load_word_vectors
+from tf_outheads.data.word_vectors import target_embedding_table
+from tf_outheads.data.word_vectors import train_word_vectors
 
 __all__ = [
     "special_tokens",
@@ -49,4 +55,8 @@ __all__ = [
     "dataset_from_corpus",
     "make_inference_dataset",
     "count_tokens",
+    "train_word_vectors",
+    "load_word_vectors",
+    "target_embedding_table",
+    "TargetTable",
 ]

@@ -1,0 +1,659 @@
+"""Target word vectors for continuous-output heads (vMF, cosine/MSE) and ReWE.
+
+A continuous-output decoder predicts a vector and is trained against a fixed,
+unit-norm vector per target token (Kumar & Tsvetkov 2019); ReWE regresses the
+same kind of vector next to the softmax (Jauregi Unanue et al. 2019). The
+papers used pretrained fastText vectors of *words*. Nothing can be downloaded
+here, and our models predict SentencePiece *pieces*, so the vectors are
+trained on the target side of the corpus itself, tokenized by the model's own
+tokenizer: one vector per piece, keyed by the piece's text, so row `i` of the
+table belongs to id `i` of the softmax.
+
+Three steps:
+
+1. :func:`train_word_vectors` trains gensim fastText (skip-gram) on the
+   tokenized target side and writes a word2vec text file (`.vec`).
+2. :func:`load_word_vectors` reads a `.vec` (or a word2vec/fastText `.bin`)
+   into `(words, vectors)`, stopping on a malformed line with a
+   :class:`~tf_outheads.data.CorpusError` that says `path:LINE: what is wrong`.
+3. :func:`target_embedding_table` lays the vectors out in the tokenizer's id
+   order, L2-normalised, with deliberate vectors for `<pad>`, `<unk>`, `<s>`
+   and `</s>` (results are very sensitive to the EOS/UNK vectors).
+"""
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+
+from tf_outheads.data.corpus import CorpusError
+from tf_outheads.data.corpus import _read_lines
+from tf_outheads.data.special_tokens import BOS_ID
+from tf_outheads.data.special_tokens import EOS_ID
+from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.data.special_tokens import UNK_ID
+
+__all__ = [
+    "TargetTable",
+    "train_word_vectors",
+    "load_word_vectors",
+    "target_embedding_table",
+]
+
+logger = logging.getLogger(__name__)
+
+WORD_VECTOR_MODELS = ("fasttext", "word2vec")
+UNK_STRATEGIES = ("mean_of_missing", "mean_of_all")
+
+# fastText's default of 2M n-gram buckets would hold 2M x 300 float32 (2.4 GB).
+# SentencePiece pieces are short: an 8K-piece vocabulary has about 30K distinct
+# character 3..6-grams, so 2^18 buckets keep hash collisions rare at 1/8 the memory.
+_NGRAM_BUCKETS = 1 << 18
+# Sentences tokenized per call of the in-graph tokenizer.
+_TOKENIZE_BATCH = 4096
+# First int32 of a Facebook fastText `.bin` (FASTTEXT_FILEFORMAT_MAGIC_INT32).
+_FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")
+# Random draws tried for each of the `</s>` and `<s>` vectors; the one whose
+# largest cosine with a vocabulary vector is smallest is kept.
+_SPECIAL_CANDIDATES = 64
+# Special ids, in the order the table describes them.
+_SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+
+
+def _tokenize_to_pieces(sentences, tokenizer):
+    """Returns one list of piece strings per non-blank sentence."""
+    pieces = [tokenizer.id_to_piece(index) for index in range(tokenizer.vocab_size)]
+    texts = [text for text in sentences if text.strip()]
+    tokenized = []
+    for start in range(0, len(texts), _TOKENIZE_BATCH):
+        ids = tokenizer.tokenize(texts[start : start + _TOKENIZE_BATCH])
+        tokenized.extend([pieces[i] for i in row] for row in ids.to_list())
+    return [row for row in tokenized if row]
+
+
+def _format_row(word, vector):
+    # str() of a numpy float32 is the shortest text that reads back to the same
+    # float32, so a written file loads to identical arrays.
+    return word + " " + " ".join(str(value) for value in vector) + "\n"
+
+
+def _write_vec(path, words, vectors):
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    # Write next to the target and rename, so an interrupted run never leaves
+    # a truncated file that later loads with a confusing error.
+    temporary_path = path + ".tmp"
+    with open(temporary_path, "w", encoding="utf-8", newline="\n") as stream:
+        stream.write(f"{len(words)} {vectors.shape[1]}\n")
+        for word, vector in zip(words, vectors.astype(np.float32, copy=False)):
+            stream.write(_format_row(word, vector))
+    os.replace(temporary_path, path)
+
+
+def train_word_vectors(
+    sentences,
+    tokenizer,
+    path,
+    dim=300,
+    epochs=5,
+    window=5,
+    min_count=1,
+    seed=0,
+    workers=1,
+    model="fasttext",
+):
+    """Trains skip-gram vectors of the tokenizer's pieces and writes a `.vec`.
+
+    The target sentences are split with `tokenizer` (the SentencePiece model
+    the translation model uses), so each vector belongs to a piece such as
+    `"▁God"` and lines up with a softmax id through
+    :func:`target_embedding_table`. The papers used pretrained fastText word
+    vectors; nothing can be downloaded here, so the vectors are trained on the
+    corpus itself (pass a larger monolingual target-side text for better
+    vectors).
+
+    The model is gensim's fastText (Bojanowski et al. 2017) in skip-gram mode
+    with negative sampling (gensim defaults otherwise: 5 negatives, character
+    3- to 6-grams, `sample=1e-3`, learning rate 0.025), or plain word2vec
+    skip-gram with `model="word2vec"`. Only pieces seen at least `min_count`
+    times are written; fastText could synthesise n-gram vectors for unseen
+    pieces, but those are untrained guesses, and the table gives such pieces
+    the `<unk>` vector instead (and reports them).
+
+    Training is deterministic given `seed` with `workers=1`: gensim draws all
+    its random numbers (initial vectors, negatives, window shrinking,
+    down-sampling) from generators seeded with `seed`, and a single worker
+    thread processes the sentences in order. With `workers > 1` the threads
+    race on the shared weights and the vectors change from run to run.
+
+    Args:
+        sentences: iterable of str. Target-side sentences (not tokenized).
+            Blank ones are skipped.
+        tokenizer: `SubwordTokenizer`. The model's target tokenizer.
+        path: str or path-like. Where the word2vec text file is written
+            (header `"N DIM"`, then `"piece v1 ... vDIM"` per line, most
+            frequent piece first); parent directories are created.
+        dim: int. Vector size. Defaults to `300` (the papers' size).
+        epochs: int. Passes over the sentences. Defaults to `5`.
+        window: int. Largest context distance, in pieces. Defaults to `5`.
+        min_count: int. Pieces seen fewer times get no vector. Defaults to `1`.
+        seed: int. Seed of every random draw. Defaults to `0`.
+        workers: int. Training threads; keep `1` for reproducible vectors.
+            Defaults to `1`.
+        model: str. `"fasttext"` or `"word2vec"`. Defaults to `"fasttext"`.
+
+    Returns:
+        str, `path`.
+
+    Raises:
+        ValueError: if an argument is out of range, `sentences` is a single
+            string, or no sentence has a piece.
+
+    Example:
+
+    ```python
+    corpus = tf_outheads.data.read_tsv("zoo/data/bible-es-en.tsv.gz")
+    _, target_tokenizer = tf_outheads.data.build_tokenizers(
+        corpus.sources, corpus.targets, "run/tokenizer")
+    path = tf_outheads.data.train_word_vectors(
+        corpus.targets, target_tokenizer, "run/target_vectors.vec")
+    words, vectors = tf_outheads.data.load_word_vectors(path)
+    ```
+
+    References:
+        Bojanowski et al. 2017, "Enriching Word Vectors with Subword
+        Information" (fastText). Kumar & Tsvetkov 2019, §4: pretrained
+        fastText target vectors.
+    """
+    for name, value in (
+        ("dim", dim),
+        ("epochs", epochs),
+        ("window", window),
+        ("min_count", min_count),
+        ("workers", workers),
+    ):
+        _check_positive_int(name, value)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+    if model not in WORD_VECTOR_MODELS:
+        raise ValueError(
+            f"`model` must be one of {WORD_VECTOR_MODELS}. Received: model={model!r}"
+        )
+    if isinstance(sentences, (str, bytes)):
+        raise ValueError(
+            f"`sentences` must be an iterable of sentences, not one string. "
+            f"Received: sentences={sentences[:40]!r}"
+        )
+    sentences = [str(text) for text in sentences]
+    corpus = _tokenize_to_pieces(sentences, tokenizer)
+    if not corpus:
+        raise ValueError(
+            f"`sentences` must hold at least one sentence with a piece. "
+            f"Received: {len(sentences)} sentence(s), all blank"
+        )
+
+    # gensim is imported here so that `import tf_outheads` stays fast for
+    # models that never use word vectors.
+    import gensim
+
+    options = dict(
+        vector_size=int(dim),
+        window=int(window),
+        min_count=int(min_count),
+        sg=1,
+        epochs=int(epochs),
+        seed=int(seed),
+        workers=int(workers),
+    )
+    if model == "fasttext":
+        trained = gensim.models.FastText(corpus, bucket=_NGRAM_BUCKETS, **options)
+    else:
+        trained = gensim.models.Word2Vec(corpus, **options)
+    path = os.fspath(path)
+    words = list(trained.wv.index_to_key)
+    logger.info(
+        "Trained %s vectors (dim %d) for %d pieces on %d sentences; writing %s.",
+        model,
+        dim,
+        len(words),
+        len(corpus),
+        path,
+    )
+    _write_vec(path, words, np.asarray(trained.wv.vectors, dtype=np.float32))
+    return path
+
+
+def _load_text(path):
+    """Reads a word2vec text file; every problem names its line."""
+    lines = _read_lines(path)
+    try:
+        _, header = next(lines)
+    except StopIteration:
+        raise CorpusError(
+            f"{path}: the file is empty; expected a header line \"N DIM\" "
+            f"(word2vec text format)."
+        ) from None
+    header_fields = header.split()
+    try:
+        if len(header_fields) != 2:
+            raise ValueError
+        count, dim = (int(field) for field in header_fields)
+        if count < 1 or dim < 1:
+            raise ValueError
+    except ValueError:
+        raise CorpusError(
+            f"{path}:1: the header is {header[:80]!r}; expected two positive "
+            f"integers \"N DIM\" (number of vectors, vector size) as in the "
+            f"word2vec text format."
+        ) from None
+
+    words = []
+    vectors = np.empty((count, dim), dtype=np.float32)
+    first_line = {}
+    for line_number, line in lines:
+        if len(words) == count:
+            raise CorpusError(
+                f"{path}:{line_number}: one line more than the header's {count} "
+                f"vector(s) (line 1); expected exactly {count} vector lines."
+            )
+        # The word is everything before the first space (pieces never hold
+        # one; "▁" stands for it). fastText ends each line with a space.
+        word, _, rest = line.partition(" ")
+        if not word:
+            raise CorpusError(
+                f"{path}:{line_number}: the line is empty or starts with a space; "
+                f"expected \"word v1 ... v{dim}\"."
+            )
+        values = rest.split()
+        if len(values) != dim:
+            raise CorpusError(
+                f"{path}:{line_number}: found {len(values)} value(s) after the "
+                f"word {word!r}; expected {dim} as the header (line 1) says."
+            )
+        try:
+            row = np.asarray(values, dtype=np.float32)
+        except ValueError:
+            position, bad = next(
+                (index, value)
+                for index, value in enumerate(values)
+                if not _is_number(value)
+            )
+            raise CorpusError(
+                f"{path}:{line_number}: value {position + 1} of {word!r} is "
+                f"{bad[:40]!r}; expected a decimal number."
+            ) from None
+        if not np.all(np.isfinite(row)):
+            position = int(np.flatnonzero(~np.isfinite(row))[0])
+            raise CorpusError(
+                f"{path}:{line_number}: value {position + 1} of {word!r} is "
+                f"{values[position]!r}, not finite in float32; expected finite numbers."
+            )
+        if word in first_line:
+            raise CorpusError(
+                f"{path}:{line_number}: the word {word!r} repeats line "
+                f"{first_line[word]}; expected each word once."
+            )
+        first_line[word] = line_number
+        vectors[len(words)] = row
+        words.append(word)
+    if len(words) != count:
+        raise CorpusError(
+            f"{path}:1: the header announces {count} vector(s) but the file "
+            f"holds {len(words)}; expected the count in the header to match."
+        )
+    return words, vectors
+
+
+def _is_number(text):
+    try:
+        np.float32(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _load_binary(path):
+    """Reads a fastText `.bin` model or a word2vec binary file."""
+    with open(path, "rb") as stream:
+        head = stream.read(4)
+    if not head:
+        raise CorpusError(
+            f"{path}: the file is empty; expected a fastText or word2vec binary file."
+        )
+    import gensim  # Imported on use, as in `train_word_vectors`.
+
+    try:
+        if head == _FASTTEXT_MAGIC:
+            keyed_vectors = gensim.models.fasttext.load_facebook_vectors(path)
+        else:
+            keyed_vectors = gensim.models.KeyedVectors.load_word2vec_format(
+                path, binary=True
+            )
+    except (ValueError, EOFError, OSError, UnicodeDecodeError, AssertionError) as error:
+        kind = "fastText" if head == _FASTTEXT_MAGIC else "word2vec"
+        raise CorpusError(
+            f"{path}: cannot be read as a {kind} binary file "
+            f"({type(error).__name__}: {error}); expected a Facebook fastText "
+            f"`.bin` model or a word2vec binary file."
+        ) from None
+    words = list(keyed_vectors.index_to_key)
+    if not words:
+        raise CorpusError(f"{path}: holds no vectors; expected at least one.")
+    return words, np.array(keyed_vectors.vectors, dtype=np.float32)
+
+
+def load_word_vectors(path):
+    """Reads word vectors from a word2vec text (`.vec`) or binary (`.bin`) file.
+
+    Text files (any name not ending in `.bin`; gunzipped on the fly when it
+    ends in `.gz`) are read as UTF-8 word2vec text: a header `"N DIM"`, then
+    `N` lines `"word v1 ... vDIM"`. The word is everything before the first
+    space; values may be separated by any whitespace and a trailing space (as
+    fastText writes) is allowed.
+
+    `.bin` files are recognised by their first bytes: a Facebook fastText
+    model (`fasttext.train_*().save_model`, the `cc.*.bin` downloads; magic
+    number 793712314) is read with
+    `gensim.models.fasttext.load_facebook_vectors`, which rebuilds each
+    word's full vector from its own row plus its character n-grams; anything
+    else is read as word2vec binary (`"N DIM\\n"` then each word with `DIM`
+    raw float32) with `gensim.models.KeyedVectors.load_word2vec_format(...,
+    binary=True)`. A gensim pickle (`KeyedVectors.save`) is neither.
+
+    Args:
+        path: str or path-like. The vector file.
+
+    Returns:
+        A tuple `(words, vectors)`: list of str, and a float32 array
+        `(N, DIM)` whose row `i` belongs to `words[i]`, in file order.
+
+    Raises:
+        CorpusError: (a `ValueError`) naming the file and, for text files,
+            the 1-based line: empty file, header not `"N DIM"`, a line with
+            the wrong number of values, a value that is not a finite number,
+            a repeated word, fewer or more lines than the header announces,
+            invalid UTF-8; for `.bin`, a file gensim cannot read.
+
+    Example:
+
+    ```python
+    words, vectors = tf_outheads.data.load_word_vectors("run/target_vectors.vec")
+    vectors.shape  # (len(words), 300)
+    ```
+    """
+    path = os.fspath(path)
+    if path.endswith(".bin"):
+        return _load_binary(path)
+    return _load_text(path)
+
+
+@dataclasses.dataclass(repr=False)
+class TargetTable:
+    """Unit-norm target vectors in the tokenizer's id order.
+
+    Built by :func:`target_embedding_table`.
+
+    Args:
+        vectors: float32 array `(vocab_size, dim)`. Row `i` is the target
+            vector of id `i`: unit norm, except `<pad>` (zeros).
+        has_vector: bool array `(vocab_size,)`. True where the row is the
+            piece's own vector from the file; False for the special ids and
+            for pieces without a vector (their row is the `<unk>` vector).
+        counts: dict of str to int. `"vocabulary"` (rows), `"special"` (4),
+            `"with_vector"` and `"without_vector"` (ordinary pieces, summing
+            to `vocabulary - special`), `"file_words"`,
+            `"file_words_outside_vocabulary"` (file words that are no piece
+            of the tokenizer) and `"zero_vectors"` (vectors of norm 0 in the
+            file, treated as missing).
+        special: dict of str to str. For each special piece (`"<pad>"`,
+            `"<unk>"`, `"<s>"`, `"</s>"`), how its row was made.
+    """
+
+    vectors: np.ndarray
+    has_vector: np.ndarray
+    counts: dict[str, int]
+    special: dict[str, str]
+
+    @property
+    def vocab_size(self):
+        """int. Number of rows."""
+        return int(self.vectors.shape[0])
+
+    @property
+    def dim(self):
+        """int. Vector size."""
+        return int(self.vectors.shape[1])
+
+    def __repr__(self):
+        return (
+            f"TargetTable(vocab_size={self.vocab_size}, dim={self.dim}, "
+            f"with_vector={self.counts['with_vector']}, "
+            f"without_vector={self.counts['without_vector']})"
+        )
+
+    def __str__(self):
+        counts = self.counts
+        lines = [
+            f"{counts['vocabulary']} target ids, dim {self.dim}: "
+            f"{counts['with_vector']} pieces with a vector, "
+            f"{counts['without_vector']} without (given the <unk> vector), "
+            f"{counts['special']} special",
+            f"  vector file: {counts['file_words']} words, "
+            f"{counts['file_words_outside_vocabulary']} outside the vocabulary, "
+            f"{counts['zero_vectors']} of norm 0",
+        ]
+        lines.extend(f"  {piece}: {text}" for piece, text in self.special.items())
+        return "\n".join(lines)
+
+
+def _unit(vector):
+    norm = np.linalg.norm(vector)
+    if not norm > 1e-12:
+        raise ValueError(
+            "The word vectors average to zero, so the <unk> vector and the mean "
+            "direction are undefined. Received: vectors whose mean has norm "
+            f"{norm:.3g}"
+        )
+    return vector / norm
+
+
+def _far_unit_vector(rng, against, vocabulary):
+    """A seeded random unit vector orthogonal to `against`, far from every word.
+
+    Draws `_SPECIAL_CANDIDATES` Gaussian vectors, removes their components
+    along the orthonormal rows of `against`, and keeps the one whose largest
+    cosine with a row of `vocabulary` (unit rows) is smallest.
+
+    Returns:
+        `(vector, largest_cosine)`.
+    """
+    dim = vocabulary.shape[1]
+    candidates = rng.standard_normal((_SPECIAL_CANDIDATES, dim))
+    candidates -= (candidates @ against.T) @ against
+    candidates /= np.linalg.norm(candidates, axis=1, keepdims=True)
+    largest = (candidates @ vocabulary.T).max(axis=1)
+    best = int(np.argmin(largest))
+    return candidates[best], float(largest[best])
+
+
+def _orthonormal_rows(*vectors):
+    # QR gives an orthonormal basis of their span (Gram-Schmidt, stably).
+    basis, _ = np.linalg.qr(np.stack(vectors, axis=1))
+    return basis.T
+
+
+def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", seed=0):
+    """Lays word vectors out as unit-norm targets, one row per tokenizer id.
+
+    Row `i` is the L2-normalised vector of the piece
+    `tokenizer.id_to_piece(i)` (exact match of the piece text, `"▁"`
+    included). The model's softmax vocabulary stays the tokenizer's; the
+    vocabulary of the continuous head is the pieces that have a vector.
+    Pieces without one (never seen when the vectors were trained, or absent
+    from a foreign vector file) get the `<unk>` vector and
+    `has_vector=False`; `counts["without_vector"]` says how many. Because
+    they share `<unk>`'s row, a nearest-neighbour decoder that breaks ties by
+    the lowest id outputs `<unk>` (id 1) for them.
+
+    The special ids get deliberate vectors (any vector the file has for
+    `"<pad>"`, `"<unk>"`, `"<s>"` or `"</s>"` is ignored):
+
+    - `<pad>` (0): zeros. It is never a target: losses mask it.
+    - `<unk>` (1), `unk="mean_of_missing"`: the normalised mean of the
+      (unit-normalised) vectors of file words that are *not* pieces of the
+      tokenizer (NOTES: "UNK = normalised mean of excluded vectors", Kumar &
+      Tsvetkov); if every file word is a piece, as with vectors trained by
+      :func:`train_word_vectors`, the normalised mean of all the file's
+      vectors. `unk="mean_of_all"` always takes the latter. The VIVO report
+      used the *negative* mean of the excluded vectors and found its norm
+      very small; we take the mean itself: it points where rare words live,
+      which is where a prediction for an unknown word should land.
+    - `</s>` (3): a seeded random unit vector, orthogonal to the mean
+      direction of the vocabulary vectors and to `<unk>`, chosen as the one
+      of 64 draws whose largest cosine with any vocabulary vector is
+      smallest, so that no word is near the end of the sentence.
+    - `<s>` (2): never predicted (it is only the decoder's first input), but
+      given a unit vector the same way (also orthogonal to `</s>`) rather
+      than zeros, so a decoder input table initialised from these rows
+      (ReWE) tells `<s>` from `<pad>`. Decoders must not output it.
+
+    Args:
+        tokenizer: `SubwordTokenizer` (anything with `vocab_size` and
+            `id_to_piece`). The model's target tokenizer.
+        words: list of str. Words of the vector file, as from
+            :func:`load_word_vectors`.
+        vectors: float array `(len(words), dim)`, `dim >= 4`.
+        unk: str. `"mean_of_missing"` or `"mean_of_all"`, as above. Defaults
+            to `"mean_of_missing"`.
+        seed: int. Seed of the `</s>` and `<s>` draws. Defaults to `0`.
+
+    Returns:
+        A `TargetTable`.
+
+    Raises:
+        ValueError: if `vectors` is not `(len(words), dim)` with `dim >= 4`,
+            holds a non-finite value, `unk` is unknown, or no ordinary piece
+            of the tokenizer has a non-zero vector.
+
+    Example:
+
+    ```python
+    words, vectors = tf_outheads.data.load_word_vectors("run/target_vectors.vec")
+    table = tf_outheads.data.target_embedding_table(target_tokenizer, words, vectors)
+    print(table)  # counts, and how each special vector was made
+    table.vectors.shape  # (target_tokenizer.vocab_size, 300)
+    ```
+
+    References:
+        Kumar & Tsvetkov 2019, §4 (unit-norm pretrained targets, UNK);
+        Boldt et al., VIVO report, §2.3 and §4 (sensitivity to EOS/UNK).
+    """
+    if unk not in UNK_STRATEGIES:
+        raise ValueError(f"`unk` must be one of {UNK_STRATEGIES}. Received: unk={unk!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+    words = list(words)
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[0] != len(words) or vectors.shape[1] < 4:
+        raise ValueError(
+            f"`vectors` must have shape (len(words), dim) with dim >= 4 (room for "
+            f"the mean, <unk>, </s> and <s> directions). Received: "
+            f"vectors.shape={vectors.shape}, len(words)={len(words)}"
+        )
+    if not np.all(np.isfinite(vectors)):
+        raise ValueError("`vectors` must be finite. Received: a NaN or infinite value")
+
+    vocab_size = int(tokenizer.vocab_size)
+    dim = vectors.shape[1]
+    pieces = [tokenizer.id_to_piece(index) for index in range(vocab_size)]
+    piece_ids = {piece: index for index, piece in enumerate(pieces)}
+    norms = np.linalg.norm(vectors, axis=1)
+    nonzero = norms > 0
+    unit_vectors = np.zeros_like(vectors)
+    unit_vectors[nonzero] = vectors[nonzero] / norms[nonzero, None]
+
+    table = np.zeros((vocab_size, dim))
+    has_vector = np.zeros(vocab_size, dtype=bool)
+    outside = []
+    for row, word in enumerate(words):
+        index = piece_ids.get(word)
+        if index is None:
+            if nonzero[row]:
+                outside.append(row)
+        elif index not in _SPECIAL_IDS and nonzero[row]:
+            table[index] = unit_vectors[row]
+            has_vector[index] = True
+    if not has_vector.any():
+        raise ValueError(
+            f"No ordinary piece of the tokenizer ({vocab_size} ids) has a non-zero "
+            f"vector among the {len(words)} words; were the vectors trained with "
+            f"this tokenizer? Received: words[:5]={words[:5]}"
+        )
+    vocabulary = table[has_vector]
+
+    if unk == "mean_of_missing" and outside:
+        unk_vector = _unit(unit_vectors[outside].mean(axis=0))
+        unk_text = (
+            f"normalised mean of the {len(outside)} file vectors of words outside "
+            f"the vocabulary"
+        )
+    else:
+        unk_vector = _unit(unit_vectors[nonzero].mean(axis=0))
+        reason = " (no file word lies outside the vocabulary)" if unk == "mean_of_missing" else ""
+        unk_text = f"normalised mean of all {int(nonzero.sum())} file vectors{reason}"
+    mean_direction = _unit(vocabulary.mean(axis=0))
+
+    rng = np.random.default_rng(seed)
+    eos_vector, eos_cosine = _far_unit_vector(
+        rng, _orthonormal_rows(mean_direction, unk_vector), vocabulary
+    )
+    bos_vector, bos_cosine = _far_unit_vector(
+        rng, _orthonormal_rows(mean_direction, unk_vector, eos_vector), vocabulary
+    )
+
+    table[PAD_ID] = 0.0
+    table[UNK_ID] = unk_vector
+    table[BOS_ID] = bos_vector
+    table[EOS_ID] = eos_vector
+    without = ~has_vector
+    without[list(_SPECIAL_IDS)] = False
+    table[without] = unk_vector
+
+    special = {
+        pieces[PAD_ID]: "zeros (never a target; masked)",
+        pieces[UNK_ID]: unk_text,
+        pieces[BOS_ID]: (
+            f"seeded random unit vector orthogonal to the vocabulary mean, <unk> and "
+            f"</s> (never predicted); largest cosine with a vocabulary vector "
+            f"{bos_cosine:.3f}"
+        ),
+        pieces[EOS_ID]: (
+            f"seeded random unit vector orthogonal to the vocabulary mean and <unk>, "
+            f"best of {_SPECIAL_CANDIDATES} draws; largest cosine with a vocabulary "
+            f"vector {eos_cosine:.3f}"
+        ),
+    }
+    counts = {
+        "vocabulary": vocab_size,
+        "special": len(_SPECIAL_IDS),
+        "with_vector": int(has_vector.sum()),
+        "without_vector": int(without.sum()),
+        "file_words": len(words),
+        "file_words_outside_vocabulary": sum(1 for word in words if word not in piece_ids),
+        "zero_vectors": int((~nonzero).sum()),
+    }
+    result = TargetTable(
+        vectors=table.astype(np.float32),
+        has_vector=has_vector,
+        counts=counts,
+        special=special,
+    )
+    logger.info("Target embedding table:\n%s", result)
+    return result
