@@ -1,9 +1,23 @@
 """Search kept out of the model: a step function is the only contract."""
 
+from tf_outheads.decoding.beam import BeamResult
+from tf_outheads.decoding.beam import beam_search
+from tf_outheads.decoding.beam import gather_beams
+from tf_outheads.decoding.beam import tile_for_beam
 from tf_outheads.decoding.greedy import GreedyResult
 from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.translate import Translator
 from tf_outheads.decoding.translate import translate
 
-__all__ = ["GreedyResult", "Translator", "greedy_search", "max_length_from_source", "translate"]
+__all__ = [
+    "BeamResult",
+    "GreedyResult",
+    "Translator",
+    "beam_search",
+    "gather_beams",
+    "greedy_search",
+    "max_length_from_source",
+    "tile_for_beam",
+    "translate",
+]

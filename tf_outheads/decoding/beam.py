@@ -1,0 +1,588 @@
+"""Beam search over a step function, with GNMT length and coverage penalties.
+
+The search sees a model only through the step function of
+`tf_outheads.decoding.greedy`::
+
+    step_fn(ids_t, state) -> (log_scores, new_state)
+
+called on `batch_size * beam_size` rows: row `b * beam_size + j` is beam `j`
+of sentence `b` (`tile_for_beam` lays a batch out this way, `gather_beams`
+reorders it after every step).
+
+Every step expands the `k` alive hypotheses of a sentence into `k * V`
+candidates and takes the `2k` best by log-probability. Among them:
+
+- the candidates that end with EOS *and* rank in the top `k` are finished:
+  they stop growing and join a pool of `k` finished hypotheses per sentence,
+  which keeps the best `k` by *normalised* score (length and coverage
+  penalties);
+- the best `k` candidates that do not end with EOS stay alive (there are at
+  least `k` of them in the top `2k`: each alive hypothesis has one EOS).
+
+Admitting an EOS candidate only from the top `k` (fairseq, OpenNMT-py) rather
+than from the whole top `2k` (tensor2tensor) makes `beam_size=1` exactly
+`greedy_search`: a hypothesis finishes when EOS is its best continuation,
+not when EOS is merely the runner-up.
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+
+# Smallest coverage the coverage penalty takes a log of: a source word that
+# no attention ever reached costs a finite `log(tiny) = -87.3` (times beta)
+# instead of `-inf`, so hypotheses that all miss a word stay comparable.
+_MIN_COVERAGE = float(np.finfo(np.float32).tiny)
+
+
+class BeamResult(NamedTuple):
+    """What `beam_search` returns: the n-best hypotheses of every sentence.
+
+    A named tuple, so that it passes through `tf.nest` and can be returned
+    from a `tf.function`. `n` is `num_hypotheses`; hypotheses are sorted by
+    `scores`, best first.
+
+    Args:
+        ids: int32 tensor `(batch, n, max_steps)`, the emitted tokens without
+            the leading BOS, each row ending with its EOS (when it emitted
+            one) and padded with `PAD_ID`. `max_steps` is the loop bound, as
+            in `GreedyResult`.
+        lengths: int32 tensor `(batch, n)`, tokens up to and including EOS,
+            or the sentence's own `max_length` for a hypothesis cut there.
+        scores: float32 tensor `(batch, n)`, normalised scores
+            `log_probs / lp(length) + cp`, sorted descending.
+        log_probs: float32 tensor `(batch, n)`, the raw sums of the emitted
+            tokens' log-scores (EOS included).
+
+    A slot that holds no hypothesis (a sentence with fewer than `n`
+    hypotheses, e.g. a tiny vocabulary) has length 0, `PAD_ID` ids and
+    `-inf` scores and log-probabilities.
+    """
+
+    ids: tf.Tensor
+    lengths: tf.Tensor
+    scores: tf.Tensor
+    log_probs: tf.Tensor
+
+
+class _LoopState(NamedTuple):
+    step: tf.Tensor  # () int32: tokens emitted so far by every alive beam
+    ids_t: tf.Tensor  # (batch * k,) int32: tokens fed at this step
+    model_state: object  # nested, leading dim batch * k
+    alive_ids: tf.Tensor  # (batch, k, max_steps) int32
+    alive_log_probs: tf.Tensor  # (batch, k) float32, -inf for a dead beam
+    alive_coverage: object  # (batch, k, source) float32, or () unused
+    finished_ids: tf.Tensor  # (batch, k, max_steps) int32
+    finished_scores: tf.Tensor  # (batch, k) float32, sorted descending
+    finished_log_probs: tf.Tensor  # (batch, k) float32
+    finished_lengths: tf.Tensor  # (batch, k) int32
+    done: tf.Tensor  # (batch,) bool
+
+
+def tile_for_beam(state, beam_size):
+    """Repeat every row of a nested state `beam_size` times.
+
+    `(batch, ...)` becomes `(batch * beam_size, ...)` with row
+    `b * beam_size + j` a copy of row `b`: the layout `beam_search` and
+    `gather_beams` use. A model whose step function closes over encoder
+    outputs (instead of carrying them in the state) tiles them with this.
+
+    Args:
+        state: nested structure (dict / list / tuple) of tensors, each with a
+            leading batch dimension.
+        beam_size: int, copies of each row.
+
+    Returns:
+        The same structure with leading dimension `batch * beam_size`.
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from tf_outheads.decoding import tile_for_beam
+    tile_for_beam({"memory": tf.constant([[1.0], [2.0]])}, 3)["memory"]
+    # -> [[1.], [1.], [1.], [2.], [2.], [2.]]
+    ```
+    """
+    return tf.nest.map_structure(
+        lambda tensor: tf.repeat(tensor, beam_size, axis=0), state
+    )
+
+
+def gather_beams(state, beam_indices, beam_size):
+    """Select beams of every sentence from a beam-major nested state.
+
+    Args:
+        state: nested structure of tensors with leading dimension
+            `batch * beam_size` (row `b * beam_size + j` is beam `j` of
+            sentence `b`).
+        beam_indices: int32 tensor `(batch, n)`, for every sentence the
+            beams (in `[0, beam_size)`) to keep, in the new order. A beam may
+            be picked several times.
+        beam_size: int, beams per sentence in `state`.
+
+    Returns:
+        The same structure with leading dimension `batch * n`: row
+        `b * n + i` is row `b * beam_size + beam_indices[b, i]` of `state`.
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from tf_outheads.decoding import gather_beams
+    state = tf.constant([10, 11, 20, 21])          # 2 sentences x 2 beams
+    gather_beams(state, tf.constant([[1, 1], [1, 0]]), beam_size=2)
+    # -> [11, 11, 21, 20]
+    ```
+    """
+    beam_indices = tf.cast(beam_indices, tf.int32)
+    offsets = tf.range(tf.shape(beam_indices)[0]) * beam_size  # (batch,)
+    flat_indices = tf.reshape(beam_indices + offsets[:, tf.newaxis], [-1])
+    return tf.nest.map_structure(
+        lambda tensor: tf.gather(tensor, flat_indices, axis=0), state
+    )
+
+
+def length_penalty_factor(lengths, alpha):
+    """GNMT length penalty `lp(Y) = ((5 + |Y|) / 6) ** alpha`.
+
+    Args:
+        lengths: int or float tensor, hypothesis lengths (EOS included).
+        alpha: float, the strength `α`; `0` gives `1` (no normalisation).
+
+    Returns:
+        float32 tensor of the same shape.
+
+    References:
+        Wu et al. 2016, "Google's Neural Machine Translation System", Eq. 14.
+    """
+    lengths = tf.cast(lengths, tf.float32)
+    return tf.pow((5.0 + lengths) / 6.0, alpha)
+
+
+def coverage_penalty_term(coverage, beta, source_mask=None):
+    """GNMT coverage penalty `cp = β · Σ_i log(min(Σ_j p_ij, 1))`.
+
+    Args:
+        coverage: float tensor `(..., source)`, the attention each source
+            word received, summed over the target steps (`Σ_j p_ij`).
+        beta: float, the strength `β ≥ 0`.
+        source_mask: optional bool/float tensor broadcastable to `coverage`;
+            padded source positions (`0` / `False`) are left out of the sum.
+
+    Returns:
+        float32 tensor `coverage.shape[:-1]`, at most `0`. Coverage is
+        floored at the smallest normal float32 so that an unattended word
+        costs a finite `β · log(1.2e-38) ≈ -87.3 β`.
+
+    References:
+        Wu et al. 2016, "Google's Neural Machine Translation System", Eq. 14.
+    """
+    coverage = tf.cast(coverage, tf.float32)
+    log_coverage = tf.math.log(
+        tf.clip_by_value(coverage, _MIN_COVERAGE, 1.0)
+    )
+    if source_mask is not None:
+        source_mask = tf.cast(source_mask, tf.bool)
+        log_coverage = tf.where(source_mask, log_coverage, 0.0)
+    return beta * tf.reduce_sum(log_coverage, axis=-1)
+
+
+def _check_coverage_state(state, where):
+    if not isinstance(state, dict) or "alignment" not in state:
+        raise ValueError(
+            "`coverage_penalty > 0` needs the attention weights: the decoding "
+            "state must be a dict with key 'alignment' (batch, source), "
+            "updated by `step_fn` at every step. "
+            f"Received: {where} of type {type(state).__name__}"
+            + (f" with keys {sorted(state)}" if isinstance(state, dict) else "")
+        )
+
+
+def beam_search(
+    step_fn,
+    initial_state,
+    batch_size,
+    beam_size,
+    max_length,
+    length_penalty=0.0,
+    coverage_penalty=0.0,
+    min_length=0,
+    num_hypotheses=1,
+    bos_id=BOS_ID,
+    eos_id=EOS_ID,
+    max_step_score=0.0,
+):
+    """Decode with a batched beam search and return the n-best hypotheses.
+
+    Built on `tf.while_loop` with a static bound (`max(max_length)`), so the
+    same call runs eagerly, inside `tf.function` and inside
+    `tf.function(jit_compile=True)`; under XLA a tensor `max_length` is a
+    compile-time constant, as for `greedy_search`.
+
+    Search (see the module docstring): at every step the `k` alive
+    hypotheses of each sentence are expanded to `k * V` candidates and the
+    `2k` best by log-probability are kept; those ending with EOS within the
+    top `k` join the sentence's pool of `k` finished hypotheses, which keeps
+    the best by normalised score; the `k` best others stay alive. At its own
+    `max_length` every hypothesis in the top `k` is finished, EOS or not.
+    Alive hypotheses all have the same length, so ranking them by
+    log-probability is ranking them by length-normalised score; the coverage
+    penalty, as in GNMT, re-ranks only hypotheses that finish.
+
+    Normalised score (Wu et al. 2016, Eq. 14), with `|Y|` counting EOS::
+
+        score(Y) = log P(Y) / lp(Y) + cp(Y)
+        lp(Y) = ((5 + |Y|) / 6) ** length_penalty
+        cp(Y) = coverage_penalty * sum_i log(min(sum_j p_ij, 1))
+
+    Stopping rule. A sentence is done when it reaches its `max_length`, when
+    it has no alive hypothesis left, or when no alive hypothesis can still
+    enter its top `num_hypotheses`: when the `num_hypotheses`-th best
+    finished score is at least an upper bound on every final score an alive
+    hypothesis can reach. With every future log-score at most
+    `u = max_step_score` and `cp <= 0`, an alive hypothesis of length `t` and
+    log-probability `A` that ends at length `L` (`t < L <= max_length`)
+    scores at most `(A + (L - t) u) / lp(L)`; the bound is the maximum of
+    that over `L` for the best alive `A`, computed exactly for any `α`. For
+    log-probabilities (`u = 0`, `α >= 0`) it is GNMT's `A / lp(max_length)`
+    (tensor2tensor `_is_not_finished`), and for `α = 0` it is `A` itself.
+    Since what stays alive never depends on the finished pool, stopping
+    there returns exactly the hypotheses a search run to `max_length` would
+    (ties go to the hypothesis that finished first). With
+    `max_step_score=None` nothing is assumed and each sentence runs to its
+    `max_length` or until it has no alive hypothesis.
+
+    As in `greedy_search`, `step_fn` is always called on the whole
+    `batch * beam_size` rows; rows that hold no hypothesis (beams of a done
+    sentence, dead beams) are fed `PAD_ID` from the second step on and their
+    log-scores are ignored.
+
+    Args:
+        step_fn: callable `(ids_t, state) -> (log_scores, new_state)` on
+            `batch * beam_size` rows (see `tf_outheads.decoding.greedy`).
+            `log_scores` is cast to float32; it need not be normalised
+            (log-softmax, vMF log-likelihood, cosine: see `max_step_score`).
+        initial_state: nested structure of tensors with leading dimension
+            `batch_size`; tiled to `batch_size * beam_size` rows here. May be
+            empty. With `coverage_penalty > 0` it must be a dict whose
+            `"alignment"` `(batch, source)` float entry `step_fn` replaces by
+            the step's attention weights; an optional `"memory_mask"`
+            `(batch, source)` leaves padded source positions out of `cp`.
+        batch_size: int or int32 scalar tensor.
+        beam_size: int `k >= 1`, hypotheses kept alive per sentence.
+        max_length: int, or int32 tensor `(batch,)` of per-sentence limits,
+            counting tokens after BOS, EOS included.
+        length_penalty: float `α`. Defaults to `0.0` (raw log-probability).
+        coverage_penalty: float `β >= 0`. Defaults to `0.0` (no attention
+            needed).
+        min_length: int, EOS is scored `-inf` at the first `min_length`
+            steps. Defaults to `0`.
+        num_hypotheses: int `n`, `1 <= n <= beam_size`, hypotheses returned
+            per sentence. Defaults to `1`.
+        bos_id: int, the first token fed to `step_fn`. Defaults to `BOS_ID`.
+        eos_id: int, the token that finishes a hypothesis. Defaults to
+            `EOS_ID`.
+        max_step_score: float or `None`, an upper bound on any single
+            log-score `step_fn` returns, used only by the stopping rule.
+            `0.0` holds for log-probabilities (categorical heads, the
+            continuous head's `"posterior"` scoring); a cosine needs `1.0`;
+            `None` when no bound is known (vMF log-likelihoods). A bound that
+            does not hold makes the search stop too early. Defaults to
+            `0.0`.
+
+    Returns:
+        `BeamResult(ids, lengths, scores, log_probs)`.
+
+    Example:
+
+    ```python
+    import math
+    import tensorflow as tf
+    from tf_outheads.decoding import beam_search
+
+    vocab_size = 8
+
+    def step_fn(ids_t, state):
+        # First step: 5 (p=0.6) or 6 (p=0.4); after 5 nothing is likely;
+        # after 6, EOS (3) is certain.
+        first = tf.math.log([[1e-6] * 5 + [0.6, 0.4, 1e-6]])
+        after_5 = tf.math.log([[1 / vocab_size] * vocab_size])
+        after_6 = tf.math.log([[1e-6] * 3 + [1.0] + [1e-6] * 4])
+        log_scores = tf.where(
+            (ids_t == 5)[:, None], after_5,
+            tf.where((ids_t == 6)[:, None], after_6, first))
+        return log_scores, state
+
+    result = beam_search(step_fn, (), batch_size=1, beam_size=2, max_length=4)
+    result.ids[0, 0]        # [6, 3, 0, 0]: greedy would have taken 5
+    result.log_probs[0, 0]  # log(0.4)
+    ```
+
+    References:
+        Wu et al. 2016, "Google's Neural Machine Translation System", §7 and
+        Eq. 14 (length and coverage penalties);
+        tensor2tensor `beam_search.py` (alive/finished pools, stopping bound);
+        fairseq `sequence_generator.py` (EOS admitted from the top `k`).
+    """
+    if isinstance(beam_size, bool) or not isinstance(
+        beam_size, (int, np.integer)
+    ) or beam_size < 1:
+        raise ValueError(
+            "`beam_size` must be a positive int. "
+            f"Received: beam_size={beam_size!r}"
+        )
+    beam_size = int(beam_size)
+    if isinstance(num_hypotheses, bool) or not isinstance(
+        num_hypotheses, (int, np.integer)
+    ) or not 1 <= num_hypotheses <= beam_size:
+        raise ValueError(
+            "`num_hypotheses` must be an int between 1 and `beam_size` "
+            f"({beam_size}). Received: num_hypotheses={num_hypotheses!r}"
+        )
+    num_hypotheses = int(num_hypotheses)
+    if min_length < 0:
+        raise ValueError(
+            "`min_length` must be non-negative. "
+            f"Received: min_length={min_length}"
+        )
+    if coverage_penalty < 0:
+        raise ValueError(
+            "`coverage_penalty` must be non-negative. "
+            f"Received: coverage_penalty={coverage_penalty}"
+        )
+    if max_step_score is not None and not math.isfinite(max_step_score):
+        raise ValueError(
+            "`max_step_score` must be a finite float or None. "
+            f"Received: max_step_score={max_step_score}"
+        )
+    use_coverage = coverage_penalty > 0
+    if use_coverage:
+        _check_coverage_state(initial_state, "initial_state")
+
+    k = beam_size
+    if isinstance(max_length, (int, np.integer)):
+        max_length = int(max_length)
+        if max_length < 0:
+            raise ValueError(
+                "`max_length` must be non-negative. "
+                f"Received: max_length={max_length}"
+            )
+        # A Python int is a static loop bound: XLA sizes the tensors with it.
+        max_steps = max_length
+        limits = tf.fill([batch_size], tf.constant(max_length, tf.int32))
+    else:
+        limits = tf.cast(max_length, tf.int32)
+        limits = tf.broadcast_to(limits, [batch_size])
+        max_steps = tf.maximum(tf.reduce_max(limits), 0)
+
+    neg_inf = tf.constant(-math.inf, tf.float32)
+    positions = tf.range(max_steps)  # (max_steps,)
+    # Lengths a hypothesis may end at, and their length penalties, for the
+    # stopping bound.
+    end_lengths = tf.range(1, max_steps + 1)  # (max_steps,)
+    end_penalties = length_penalty_factor(end_lengths, length_penalty)
+
+    model_state = tile_for_beam(initial_state, k)
+    if use_coverage:
+        alignment = tf.cast(initial_state["alignment"], tf.float32)
+        alive_coverage = tf.zeros_like(
+            tf.repeat(alignment[:, tf.newaxis, :], k, axis=1)
+        )  # (batch, k, source)
+        source_mask = initial_state.get("memory_mask")
+        if source_mask is not None:
+            source_mask = tf.cast(source_mask, tf.bool)[:, tf.newaxis, :]
+    else:
+        alive_coverage = ()
+        source_mask = None
+
+    # Only beam 0 of each sentence starts alive, so the first step expands
+    # one hypothesis, not k copies of it.
+    first_beam = tf.equal(tf.range(k), 0)[tf.newaxis, :]  # (1, k)
+    started = (limits > 0)[:, tf.newaxis]  # (batch, 1)
+    alive_log_probs = tf.where(
+        tf.logical_and(first_beam, started), 0.0, neg_inf
+    )  # (batch, k)
+    # A sentence with max_length 0 returns the empty hypothesis (score 0),
+    # as greedy_search does.
+    empty = tf.logical_and(first_beam, tf.logical_not(started))
+    finished_scores = tf.where(empty, 0.0, neg_inf)
+    finished_log_probs = finished_scores
+    empty_ids = tf.fill([batch_size, k, max_steps], tf.constant(PAD_ID, tf.int32))
+
+    loop_state = _LoopState(
+        step=tf.constant(0, tf.int32),
+        ids_t=tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
+        model_state=model_state,
+        alive_ids=empty_ids,
+        alive_log_probs=alive_log_probs,
+        alive_coverage=alive_coverage,
+        finished_ids=empty_ids,
+        finished_scores=finished_scores,
+        finished_log_probs=finished_log_probs,
+        finished_lengths=tf.zeros([batch_size, k], tf.int32),
+        done=limits <= 0,
+    )
+
+    def keep_going(loop):
+        return tf.logical_not(tf.reduce_all(loop.done))
+
+    def decode_step(loop):
+        step = loop.step
+        log_scores, new_state = step_fn(loop.ids_t, loop.model_state)
+        log_scores = tf.cast(log_scores, tf.float32)
+        log_scores = tf.reshape(log_scores, [batch_size, k, -1])  # (B, k, V)
+        vocab_size = tf.shape(log_scores)[-1]
+
+        # Forbid EOS during the first `min_length` steps.
+        if min_length > 0:
+            is_eos_word = tf.equal(tf.range(vocab_size), eos_id)  # (V,)
+            block_eos = tf.logical_and(step < min_length, is_eos_word)
+            log_scores = tf.where(block_eos, neg_inf, log_scores)
+
+        # Log-probability of every one-token extension; dead beams stay
+        # -inf whatever `step_fn` returned for their PAD rows.
+        alive = loop.alive_log_probs > neg_inf  # (B, k)
+        candidate_log_probs = tf.where(
+            alive[:, :, tf.newaxis],
+            loop.alive_log_probs[:, :, tf.newaxis] + log_scores,
+            neg_inf,
+        )  # (B, k, V)
+        top_log_probs, top_indices = tf.math.top_k(
+            tf.reshape(candidate_log_probs, [batch_size, -1]), k=2 * k
+        )  # (B, 2k), sorted: ties go to the lower beam, then the lower id
+        parents = top_indices // vocab_size  # (B, 2k)
+        words = top_indices % vocab_size  # (B, 2k)
+
+        # The 2k candidates as full hypotheses.
+        candidate_ids = tf.gather(loop.alive_ids, parents, batch_dims=1)
+        candidate_ids = tf.where(
+            tf.equal(positions, step), words[:, :, tf.newaxis], candidate_ids
+        )  # (B, 2k, max_steps)
+        if use_coverage:
+            _check_coverage_state(new_state, "the state returned by step_fn")
+            step_alignment = tf.reshape(
+                tf.cast(new_state["alignment"], tf.float32),
+                [batch_size, k, -1],
+            )  # (B, k, S)
+            candidate_coverage = tf.gather(
+                loop.alive_coverage + step_alignment, parents, batch_dims=1
+            )  # (B, 2k, S)
+
+        # Newly finished: EOS within the top k, or anything in the top k at
+        # the sentence's own limit.
+        length = step + 1
+        at_limit = (length >= limits)[:, tf.newaxis]  # (B, 1)
+        ends = tf.logical_or(tf.equal(words, eos_id), at_limit)  # (B, 2k)
+        in_top_k = tf.range(2 * k) < k  # (2k,)
+        newly_finished = tf.logical_and(ends, in_top_k)
+        candidate_scores = top_log_probs / length_penalty_factor(
+            length, length_penalty
+        )
+        if use_coverage:
+            candidate_scores += coverage_penalty_term(
+                candidate_coverage, coverage_penalty, source_mask
+            )
+        candidate_scores = tf.where(newly_finished, candidate_scores, neg_inf)
+
+        # Finished pool: best k of the old pool and the newcomers. The old
+        # pool comes first, so it wins ties.
+        pool_scores, pool_order = tf.math.top_k(
+            tf.concat([loop.finished_scores, candidate_scores], axis=1), k=k
+        )  # (B, k)
+
+        def pick(pool, candidates):
+            merged = tf.concat([pool, candidates], axis=1)
+            return tf.gather(merged, pool_order, batch_dims=1)
+
+        finished_ids = pick(loop.finished_ids, candidate_ids)
+        finished_log_probs = pick(loop.finished_log_probs, top_log_probs)
+        finished_lengths = pick(
+            loop.finished_lengths, tf.fill(tf.shape(words), length)
+        )
+
+        # Alive: the best k candidates that did not end.
+        alive_log_probs, survivors = tf.math.top_k(
+            tf.where(ends, neg_inf, top_log_probs), k=k
+        )  # (B, k)
+        alive_ids = tf.gather(candidate_ids, survivors, batch_dims=1)
+        alive_words = tf.gather(words, survivors, batch_dims=1)
+        alive_parents = tf.gather(parents, survivors, batch_dims=1)
+        if use_coverage:
+            alive_coverage = tf.gather(
+                candidate_coverage, survivors, batch_dims=1
+            )
+        else:
+            alive_coverage = ()
+        model_state = gather_beams(new_state, alive_parents, k)
+
+        # Stopping rule (see the docstring).
+        best_alive = alive_log_probs[:, 0]  # (B,)
+        done = tf.logical_or(loop.done, at_limit[:, 0])
+        done = tf.logical_or(done, tf.equal(best_alive, neg_inf))
+        if max_step_score is not None:
+            # Alive hypotheses have `length` tokens and may end at any L in
+            # (length, limit]: (A + (L - length) u) / lp(L).
+            extra_steps = tf.cast(end_lengths - length, tf.float32)
+            reachable = tf.logical_and(
+                end_lengths[tf.newaxis, :] > length,
+                end_lengths[tf.newaxis, :] <= limits[:, tf.newaxis],
+            )  # (B, max_steps)
+            final_scores = (
+                best_alive[:, tf.newaxis] + extra_steps * max_step_score
+            ) / end_penalties
+            best_reachable = tf.reduce_max(
+                tf.where(reachable, final_scores, neg_inf), axis=1
+            )  # (B,)
+            cannot_improve = (
+                pool_scores[:, num_hypotheses - 1] >= best_reachable
+            )
+            done = tf.logical_or(done, cannot_improve)
+        alive_log_probs = tf.where(done[:, tf.newaxis], neg_inf, alive_log_probs)
+        ids_t = tf.where(alive_log_probs > neg_inf, alive_words, PAD_ID)
+
+        new_loop = _LoopState(
+            step=step + 1,
+            ids_t=tf.reshape(ids_t, [-1]),
+            model_state=model_state,
+            alive_ids=alive_ids,
+            alive_log_probs=alive_log_probs,
+            alive_coverage=alive_coverage,
+            finished_ids=finished_ids,
+            finished_scores=pool_scores,
+            finished_log_probs=finished_log_probs,
+            finished_lengths=finished_lengths,
+            done=done,
+        )
+        # Keep every loop variable's static shape (top_k and gathers may
+        # lose a static batch size the loop entered with).
+        return (
+            tf.nest.map_structure(
+                lambda new, old: tf.ensure_shape(new, old.shape),
+                new_loop,
+                loop,
+            ),
+        )
+
+    (loop_state,) = tf.while_loop(
+        keep_going,
+        decode_step,
+        (loop_state,),
+        maximum_iterations=max_steps,
+    )
+
+    n = num_hypotheses
+    scores = loop_state.finished_scores[:, :n]
+    log_probs = loop_state.finished_log_probs[:, :n]
+    found = log_probs > neg_inf  # (B, n): False for an empty slot
+    lengths = tf.where(found, loop_state.finished_lengths[:, :n], 0)
+    ids = tf.where(
+        positions < lengths[:, :, tf.newaxis],
+        loop_state.finished_ids[:, :n],
+        PAD_ID,
+    )
+    return BeamResult(ids=ids, lengths=lengths, scores=scores, log_probs=log_probs)
