@@ -207,7 +207,8 @@ def parse_args(argv=None):
     heads.add_argument("--jit-compile", action="store_true",
                        help="XLA-compile the steps (the candidate set then has a shape-only size)")
     optim = parser.add_argument_group("optimizer (compile_for_translation's by default)")
-    optim.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    optim.add_argument("--optimizer", choices=("adam", "lazy_adam", "sgd"), default="adam",
+                       help="lazy_adam: tf_outheads.LazyAdam, sparse rows updated only")
     optim.add_argument("--learning-rate", type=float, default=1e-3)
     optim.add_argument("--clipnorm", type=float, default=5.0, help="per-variable clipnorm (0: none)")
     data = parser.add_argument_group("data (synthetic, fixed shape)")
@@ -431,6 +432,10 @@ def make_optimizer(args):
     clipnorm = args.clipnorm or None
     if args.optimizer == "sgd":
         return keras.optimizers.SGD(learning_rate=args.learning_rate, clipnorm=clipnorm)
+    if args.optimizer == "lazy_adam":
+        from tf_outheads import LazyAdam
+
+        return LazyAdam(learning_rate=args.learning_rate, clipnorm=clipnorm)
     return keras.optimizers.Adam(learning_rate=args.learning_rate, clipnorm=clipnorm)
 
 

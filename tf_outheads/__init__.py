@@ -33,6 +33,7 @@ from tf_outheads.metrics.params import parameter_report
 from tf_outheads.training.callbacks import BleuCallback
 from tf_outheads.training.fit import compile_for_translation
 from tf_outheads.training.fit import translation_callbacks
+from tf_outheads.training.optimizers import LazyAdam
 
 __version__ = "0.1.0"
 
@@ -56,6 +57,7 @@ __all__ = [
     "decoding",
     "greedy_search",
     "JointEmbeddingHead",
+    "LazyAdam",
     "masked_sequence_cross_entropy",
     "mse_embedding_loss",
     "metrics",

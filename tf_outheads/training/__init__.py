@@ -6,6 +6,7 @@ from tf_outheads.training.callbacks import TimeLimit
 from tf_outheads.training.fit import compile_for_translation
 from tf_outheads.training.fit import translation_callbacks
 from tf_outheads.training.head_loss import HeadLossMixin
+from tf_outheads.training.optimizers import LazyAdam
 
-__all__ = ["BleuCallback", "HeadLossMixin", "StepLimit", "TimeLimit", "compile_for_translation",
+__all__ = ["BleuCallback", "HeadLossMixin", "LazyAdam", "StepLimit", "TimeLimit", "compile_for_translation",
            "translation_callbacks"]

@@ -6,11 +6,16 @@ import keras
 
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
+from tf_outheads.training.optimizers import LazyAdam
 
 
 def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoothing=0.0,
                             jit_compile=False, optimizer=None, loss=None):
     """Compile `model` with Adam, gradient clipping and the masked sequence loss.
+
+    `optimizer` is a Keras optimizer, or `"adam"` (default) / `"lazy_adam"`
+    (`LazyAdam`: sparse gradients of sampled training update only their rows),
+    built with `learning_rate` and `clipnorm`.
 
     `loss` replaces the default `MaskedSequenceCrossEntropy(label_smoothing)`,
     e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has its own `label_smoothing`;
@@ -20,8 +25,10 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     model about 3× slower than graph mode (benchmarks/throughput.py); on a GPU
     try `True`.
     """
-    if optimizer is None:
+    if optimizer is None or optimizer == "adam":
         optimizer = keras.optimizers.Adam(learning_rate=learning_rate, clipnorm=clipnorm)
+    elif optimizer == "lazy_adam":
+        optimizer = LazyAdam(learning_rate=learning_rate, clipnorm=clipnorm)
     if loss is None:
         loss = MaskedSequenceCrossEntropy(label_smoothing=label_smoothing)
     elif label_smoothing:
