@@ -35,6 +35,9 @@ _BIBLE_DATA = {
     "tokenizer_type": "bpe",
     "batch_tokens": 4096,       # padded tokens per batch (source and target each)
     "max_sequence_length": 160,  # subword tokens incl. EOS/BOS; longer pairs are dropped
+    # Target word vectors of a continuous head: None, or {"dim", "epochs", "path"}
+    # (a .vec/.bin file; without one, FastText is trained on the target side).
+    "target_vectors": None,
 }
 
 _PAPPAS_LSTM = {
@@ -64,6 +67,9 @@ _PAPPAS_LSTM = {
         "seed": 1234,
         # SampledSoftmaxLoss options ({"fraction": 0.25}, ...) or None: full softmax.
         "sampled_softmax": None,
+        # A loss by name for heads that need their own ({"class_name": "vmf",
+        # "config": {...}}); None: cross-entropy (or the sampled softmax above).
+        "loss": None,
     },
     "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10},
 }
@@ -101,6 +107,7 @@ PRESETS = {
             "patience": 4,
             "seed": 1234,
             "sampled_softmax": None,
+            "loss": None,
         },
         "decode": {"batch_size": 128, "max_length_ratio": 1.5, "max_length_offset": 10},
     },
@@ -131,6 +138,7 @@ PRESETS = {
             "patience": 100,
             "seed": 1234,
             "sampled_softmax": None,
+            "loss": None,
         },
         "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10},
     },
@@ -213,6 +221,25 @@ PRESETS["lstm-cpu-32k"]["data"].update(vocab_size=32000, joint_vocabulary=False)
 PRESETS["lstm-cpu-32k-sampled5"] = copy.deepcopy(PRESETS["lstm-cpu-32k"])
 PRESETS["lstm-cpu-32k-sampled5"]["description"] = "lstm-cpu-32k trained with 5% sampled softmax"
 PRESETS["lstm-cpu-32k-sampled5"]["train"]["sampled_softmax"] = {"fraction": 0.05, "mode": "batch"}
+
+# Continuous outputs (Kumar & Tsvetkov 2019; VIVO report Table 3): the head
+# predicts a 300-d target word vector, trained with the vMF NLL (λ1 = 0.02 norm
+# penalty, λ2 = 0.1 dot scaling); FastText vectors are trained on the target side
+# with the run's own SentencePiece model (nothing can be downloaded). Separate
+# vocabularies: with a joint one, Spanish-only pieces would have no vector.
+_VMF_LOSS = {"class_name": "vmf", "config": {"norm_penalty": 0.02, "dot_scale": 0.1}}
+PRESETS["lstm-cpu-vmf"] = copy.deepcopy(PRESETS["lstm-cpu"])
+PRESETS["lstm-cpu-vmf"]["description"] = "lstm-cpu with a continuous (vMF) output head"
+PRESETS["lstm-cpu-vmf"]["data"].update(
+    joint_vocabulary=False, target_vectors={"dim": 300, "epochs": 5, "path": None})
+PRESETS["lstm-cpu-vmf"]["model"]["head"] = {"class_name": "continuous",
+                                            "config": {"output_dim": 300}}
+PRESETS["lstm-cpu-vmf"]["train"]["loss"] = copy.deepcopy(_VMF_LOSS)
+PRESETS["lstm-cpu-vmf"]["train"]["label_smoothing"] = 0.0
+PRESETS["lstm-cpu-vmf-softmax"] = copy.deepcopy(PRESETS["lstm-cpu"])
+PRESETS["lstm-cpu-vmf-softmax"]["description"] = (
+    "lstm-cpu-vmf's softmax baseline: same separate vocabularies, tied softmax")
+PRESETS["lstm-cpu-vmf-softmax"]["data"].update(joint_vocabulary=False)
 
 DEFAULT_PRESET = "lstm-cpu"
 

@@ -13,13 +13,17 @@ import tensorflow as tf
 
 from tf_outheads import data as tfo_data
 from tf_outheads.decoding.translate import Translator
+from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss, MSEEmbeddingLoss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
+from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training.fit import compile_for_translation, translation_callbacks
 from zoo.lstm import LSTMSeq2Seq
 from zoo.presets import get_preset
 
 MODEL_TYPES = {"lstm": LSTMSeq2Seq}
+# `train.loss` by name: losses of heads that need their own.
+LOSSES = {"vmf": VMFLoss, "cosine": CosineEmbeddingLoss, "mse": MSEEmbeddingLoss}
 
 
 def read_split(data_config, split, log=print):
@@ -78,6 +82,12 @@ def build_model(preset, source_vocabulary_size, target_vocabulary_size):
 
 def training_loss(train_config):
     """`compile_for_translation` keywords for the preset's loss: full or sampled softmax."""
+    named = train_config.get("loss")
+    if named:
+        if not isinstance(named, dict) or named.get("class_name") not in LOSSES:
+            raise ValueError(f"train.loss must be {{'class_name': one of {sorted(LOSSES)}, "
+                             f"'config': {{...}}}} or None. Received: {named!r}")
+        return {"loss": LOSSES[named["class_name"]](**named.get("config", {}))}
     sampled = train_config.get("sampled_softmax")
     if not sampled:
         return {"label_smoothing": train_config["label_smoothing"]}
@@ -86,6 +96,28 @@ def training_loss(train_config):
                          f"(e.g. {{'fraction': 0.05}}) or None. Received: {sampled!r}")
     return {"loss": SampledSoftmaxLoss(label_smoothing=train_config["label_smoothing"],
                                        seed=train_config["seed"], **sampled)}
+
+
+def prepare_target_vectors(data_config, train, target_tokenizer, run_dir, seed, log=print):
+    """The target table of a continuous head: load `path`, or train FastText once.
+
+    Trained vectors are cached in `run_dir/target_vectors.vec` and reused.
+    """
+    options = data_config.get("target_vectors") or {}
+    path = options.get("path")
+    if not path:
+        path = os.path.join(run_dir, "target_vectors.vec")
+        if not os.path.exists(path):
+            start = time.time()
+            tfo_data.train_word_vectors(train.targets, target_tokenizer, path,
+                                        dim=options.get("dim", 300),
+                                        epochs=options.get("epochs", 5), seed=seed)
+            log(f"[vectors] trained FastText on {len(train)} target sentences "
+                f"in {time.time() - start:.0f} s → {path}")
+    words, vectors = tfo_data.load_word_vectors(path)
+    table = tfo_data.target_embedding_table(target_tokenizer, words, vectors, seed=seed)
+    log(f"[vectors] {path}: {table.counts}")
+    return table
 
 
 def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None, log=print):
@@ -133,6 +165,10 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
 
     model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+    if hasattr(model.head, "set_target_vectors"):
+        table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
+                                       train_config["seed"], log=log)
+        model.head.set_target_vectors(table.vectors)
     compile_for_translation(
         model,
         learning_rate=train_config["learning_rate"],

@@ -105,3 +105,39 @@ def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path,
     cli.main(arguments + ["--keep-boilerplate"])
     # 1 of these 30 verses (Amos) carries the heading; its n-grams are now missing
     assert json.loads(report.read_text())["bleu[en_web]"]["score"] < 99.9
+
+
+@pytest.mark.parametrize("loss", [
+    "{'class_name': 'vmf', 'config': {'norm_penalty': 0.02, 'dot_scale': 0.1}}",
+    "{'class_name': 'cosine', 'config': {}}",
+], ids=["vmf", "cosine"])
+def test_continuous_head_trains_with_vectors_of_its_own_tokenizer(small_corpus, tmp_path, loss):
+    import keras
+    import numpy as np
+
+    from tf_outheads import ContinuousOutputHead
+    from tf_outheads.data import load_tokenizers, load_word_vectors
+
+    run_dir = str(tmp_path / "run")
+    cli.main(["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", small_corpus,
+              "--max-steps", "4", "--set", "data.vocab_size=300",
+              "--set", "data.joint_vocabulary=False", "--set", "train.label_smoothing=0.0",
+              "--set", "data.target_vectors={'dim': 12, 'epochs': 1, 'path': None}",
+              "--set", "model.head={'class_name': 'continuous', 'config': {'output_dim': 12}}",
+              "--set", f"train.loss={loss}",
+              "--set", "train.steps_per_epoch=2", "--set", "decode.max_length_offset=3"])
+    with open(os.path.join(run_dir, "results.json")) as f:
+        results = json.load(f)
+    assert results["steps"] == 4
+    # The vectors are per piece of the run's own target tokenizer.
+    words, vectors = load_word_vectors(os.path.join(run_dir, "target_vectors.vec"))
+    _, target_tokenizer = load_tokenizers(run_dir)
+    assert vectors.shape[1] == 12
+    assert all(target_tokenizer.piece_to_id(w) != 1 for w in words[:50])  # not UNK
+    model = keras.saving.load_model(os.path.join(run_dir, "model.keras"), safe_mode=True)
+    assert isinstance(model.head, ContinuousOutputHead)
+    table = model.head.target_vectors().numpy()
+    row = target_tokenizer.piece_to_id(words[0])
+    np.testing.assert_allclose(table[row], vectors[0] / np.linalg.norm(vectors[0]), rtol=1e-5)
+    # Output layer: d_h·m + m trainable, and the frozen |V|·m table.
+    assert results["parameters"]["output_layer"] == 64 * 12 + 12 + target_tokenizer.vocab_size * 12
