@@ -71,7 +71,8 @@ _PAPPAS_LSTM = {
         # "config": {...}}); None: cross-entropy (or the sampled softmax above).
         "loss": None,
     },
-    "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10},
+    "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10,
+                   "beam_size": 1, "length_penalty": 0.0},
 }
 
 PRESETS = {
@@ -109,7 +110,8 @@ PRESETS = {
             "sampled_softmax": None,
             "loss": None,
         },
-        "decode": {"batch_size": 128, "max_length_ratio": 1.5, "max_length_offset": 10},
+        "decode": {"batch_size": 128, "max_length_ratio": 1.5, "max_length_offset": 10,
+                   "beam_size": 1, "length_penalty": 0.0},
     },
     # A few-minute smoke run (used by tests and the tutorial).
     "lstm-tiny": {
@@ -140,7 +142,8 @@ PRESETS = {
             "sampled_softmax": None,
             "loss": None,
         },
-        "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10},
+        "decode": {"batch_size": 64, "max_length_ratio": 1.5, "max_length_offset": 10,
+                   "beam_size": 1, "length_penalty": 0.0},
     },
     "lstm-pappas": {
         "description": "Pappas et al. 2018 NMT baseline: 2-layer LSTM 512, untied softmax",

@@ -75,3 +75,40 @@ def test_joint_output_embedding_is_computed_once_per_translate_call(bible_tokeni
            "target_in": np.array([[2, 7, 8, 9]], "int32")})
     assert len(calls) == 1
 
+
+
+def test_beam_size_one_is_greedy_and_wider_beams_decode(
+        model, bible_tokenizer, bible_slice):
+    sources = bible_slice.sources[:6]
+    greedy = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=4,
+                        max_length_offset=3)
+    assert Translator(model, bible_tokenizer, bible_tokenizer, batch_size=4, beam_size=1,
+                      max_length_offset=3).translate(sources) == greedy.translate(sources)
+    beam = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=4, beam_size=4,
+                      max_length_offset=3)
+    hypotheses = beam.translate(sources)
+    assert len(hypotheses) == 6 and all(isinstance(h, str) for h in hypotheses)
+    # Its score is the best hypothesis's log-probability (α = 0): finite, ≤ 0.
+    batch = np.full((6, 40), 0, "int32")
+    for row, ids in enumerate(beam._encode(sources)):
+        batch[row, :len(ids)] = ids[:40]
+    _, beam_scores = beam._decode(batch, model.head.inference_cache())
+    assert np.all(np.isfinite(beam_scores.numpy())) and np.all(beam_scores.numpy() <= 0)
+
+
+def test_beam_search_with_a_continuous_head(bible_tokenizer, bible_slice):
+    continuous = LSTMSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
+                             embedding_dim=16, hidden_dim=16, num_layers=1,
+                             head={"class_name": "continuous",
+                                   "config": {"output_dim": 8, "scoring": "cosine"}})
+    vectors = np.random.default_rng(0).normal(size=(bible_tokenizer.vocab_size, 8))
+    continuous.head.set_target_vectors(vectors)
+    assert continuous.head.max_step_score == 1.0
+    hypotheses = Translator(continuous, bible_tokenizer, bible_tokenizer, beam_size=3,
+                            max_length_offset=2).translate(bible_slice.sources[:3])
+    assert len(hypotheses) == 3
+
+
+def test_bad_beam_size_is_refused(model, bible_tokenizer):
+    with pytest.raises(ValueError, match="beam_size=0"):
+        Translator(model, bible_tokenizer, bible_tokenizer, beam_size=0)

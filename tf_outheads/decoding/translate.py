@@ -9,11 +9,12 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import EOS_ID, PAD_ID
+from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 
 
 class Translator:
-    """Greedy translation of raw strings with a trained model.
+    """Greedy or beam-search translation of raw strings with a trained model.
 
     The head's `inference_cache()` (E' = g_out(E) for a joint head) depends
     only on the weights: it is never computed per decoding step, and is kept
@@ -33,6 +34,10 @@ class Translator:
         max_source_length: int. Longer sources are truncated to this many
             subword tokens (EOS kept), so one pathological line cannot blow up
             memory. Defaults to 256.
+        beam_size: int. 1 decodes greedily; more runs
+            `tf_outheads.decoding.beam_search` and keeps its best hypothesis.
+            Defaults to 1.
+        length_penalty: float, GNMT α of the beam search. Defaults to 0.0.
 
     Example:
     ```python
@@ -42,9 +47,14 @@ class Translator:
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
-                 max_length_ratio=1.5, max_length_offset=10, max_source_length=256):
+                 max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
+                 beam_size=1, length_penalty=0.0):
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be >= 1. Received: batch_size={batch_size}")
+        if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+        self.beam_size = beam_size
+        self.length_penalty = length_penalty
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -79,8 +89,16 @@ class Translator:
         )
         step_fn = self.model.make_step_fn(cache)
         state = self.model.initial_decoding_state(source_ids)
-        result = greedy_search(step_fn, state, tf.shape(source_ids)[0], max_length)
-        return result.ids, result.scores
+        batch_size = tf.shape(source_ids)[0]
+        if self.beam_size == 1:
+            result = greedy_search(step_fn, state, batch_size, max_length)
+            return result.ids, result.scores
+        # The bound on one step's score that lets the search stop early: 0 for
+        # log-probabilities; heads with other scores say theirs.
+        bound = getattr(self.model.head, "max_step_score", 0.0)
+        result = beam_search(step_fn, state, batch_size, self.beam_size, max_length,
+                             length_penalty=self.length_penalty, max_step_score=bound)
+        return result.ids[:, 0], result.scores[:, 0]
 
     def _encode(self, sentences):
         ragged = self.source_tokenizer.tokenize(tf.constant(sentences, dtype=tf.string))

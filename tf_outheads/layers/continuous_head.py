@@ -150,6 +150,11 @@ class ContinuousOutputHead(keras.layers.Layer):
             x = self.hidden_layer(x)
         return self.output_layer(x)
 
+    @property
+    def max_step_score(self):
+        """Upper bound of one step's `scores` (beam search's early stop); `None`: none."""
+        return {"posterior": 0.0, "cosine": 1.0, "log_likelihood": None}[self.scoring]
+
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.output_dim,)
 
