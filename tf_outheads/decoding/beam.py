@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from tf_outheads.decoding.greedy import decoding_limits
 
 # Smallest coverage the coverage penalty takes a log of: a source word that
 # no attention ever reached costs a finite `log(tiny) = -87.3` (times beta)
@@ -365,20 +366,7 @@ def beam_search(
         _check_coverage_state(initial_state, "initial_state")
 
     k = beam_size
-    if isinstance(max_length, (int, np.integer)):
-        max_length = int(max_length)
-        if max_length < 0:
-            raise ValueError(
-                "`max_length` must be non-negative. "
-                f"Received: max_length={max_length}"
-            )
-        # A Python int is a static loop bound: XLA sizes the tensors with it.
-        max_steps = max_length
-        limits = tf.fill([batch_size], tf.constant(max_length, tf.int32))
-    else:
-        limits = tf.cast(max_length, tf.int32)
-        limits = tf.broadcast_to(limits, [batch_size])
-        max_steps = tf.maximum(tf.reduce_max(limits), 0)
+    limits, max_steps = decoding_limits(max_length, batch_size)
 
     neg_inf = tf.constant(-math.inf, tf.float32)
     positions = tf.range(max_steps)  # (max_steps,)

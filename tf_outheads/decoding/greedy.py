@@ -88,6 +88,28 @@ def max_length_from_source(source_lengths, ratio=1.5, offset=10, cap=None):
     return limits
 
 
+def decoding_limits(max_length, batch_size):
+    """Per-sentence limits `(batch,)` and the loop bound of a search.
+
+    A Python int is a static bound (XLA sizes the loop's tensors with it); a
+    tensor of per-sentence limits gives `max(limits)`, a compile-time constant
+    under XLA.
+
+    Raises:
+        ValueError: a negative int `max_length`.
+    """
+    if isinstance(max_length, (int, np.integer)):
+        max_length = int(max_length)
+        if max_length < 0:
+            raise ValueError(
+                "`max_length` must be non-negative. "
+                f"Received: max_length={max_length}"
+            )
+        return tf.fill([batch_size], tf.constant(max_length, tf.int32)), max_length
+    limits = tf.broadcast_to(tf.cast(max_length, tf.int32), [batch_size])
+    return limits, tf.maximum(tf.reduce_max(limits), 0)
+
+
 def greedy_search(
     step_fn,
     initial_state,
@@ -164,21 +186,7 @@ def greedy_search(
             "`min_length` must be non-negative. "
             f"Received: min_length={min_length}"
         )
-    if isinstance(max_length, (int, np.integer)):
-        max_length = int(max_length)
-        if max_length < 0:
-            raise ValueError(
-                "`max_length` must be non-negative. "
-                f"Received: max_length={max_length}"
-            )
-        # A Python int is a static loop bound: XLA sizes the TensorArray
-        # with it.
-        max_steps = max_length
-        limits = tf.fill([batch_size], tf.constant(max_length, tf.int32))
-    else:
-        limits = tf.cast(max_length, tf.int32)
-        limits = tf.broadcast_to(limits, [batch_size])
-        max_steps = tf.maximum(tf.reduce_max(limits), 0)
+    limits, max_steps = decoding_limits(max_length, batch_size)
 
     ids_t = tf.fill([batch_size], tf.constant(bos_id, tf.int32))
     finished = limits <= 0
