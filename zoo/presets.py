@@ -78,7 +78,12 @@ _PAPPAS_LSTM = {
 PRESETS = {
     # The default: trains in about 10 minutes on 2 CPU cores.
     "lstm-cpu": {
-        "description": "CPU-sized attentional LSTM with a tied softmax (default)",
+        "description": "CPU-sized attentional LSTM with the joint head, d_j = 512 (default)",
+        # The joint input-output head (Pappas et al. 2018, d_j = 512 = 2·d) learned
+        # far faster than the tied head it replaced, same everything else: dev BLEU
+        # after 300 steps 7.44 / 6.96 / 6.69 vs 0.94 / 0.89 / 0.29 (seeds 1234 / 1 /
+        # 2), 19.56 vs 2.51 after 1,500 steps (seed 1234), at about the same time per
+        # step. d_j = 256 did not (0.24 after 300 steps, seed 1234): lstm-cpu-joint.
         # Small batches: on 2 cores the budget buys few updates, and more, smaller
         # ones learned faster (6144 tokens: val_loss 6.26 after 5 min; 2048: 5.09).
         # A 4K vocabulary learned faster than 8K in the same 6 minutes (dev BLEU
@@ -94,7 +99,7 @@ PRESETS = {
             "input_feeding": True,
             "attention_score": "general",
             "uniform_init": None,
-            "head": "tied",
+            "head": {"class_name": "joint", "config": {"joint_dim": 512}},
         },
         "train": {
             "model_type": "lstm",
@@ -195,7 +200,8 @@ for _layers in (1, 3, 4):
 
 # CPU-sized variants of the default, to compare heads in minutes (same data,
 # steps and seed as lstm-cpu; only the head differs).
-for _name, _head in (("softmax", "softmax"),
+for _name, _head in (("tied", "tied"),   # the default until 2026-11-23
+                     ("softmax", "softmax"),
                      ("joint", {"class_name": "joint", "config": {"joint_dim": 256}}),
                      ("joint-512", {"class_name": "joint", "config": {"joint_dim": 512}}),
                      ("joint-1024", {"class_name": "joint", "config": {"joint_dim": 1024}})):
@@ -221,6 +227,7 @@ for _head in ("softmax", "tied", "joint-512", "joint-2048", "joint-4096"):
 PRESETS["lstm-cpu-32k"] = copy.deepcopy(PRESETS["lstm-cpu"])
 PRESETS["lstm-cpu-32k"]["description"] = "lstm-cpu with 32K separate vocabularies, full softmax"
 PRESETS["lstm-cpu-32k"]["data"].update(vocab_size=32000, joint_vocabulary=False)
+PRESETS["lstm-cpu-32k"]["model"]["head"] = "tied"  # as measured (issue note)
 PRESETS["lstm-cpu-32k-sampled5"] = copy.deepcopy(PRESETS["lstm-cpu-32k"])
 PRESETS["lstm-cpu-32k-sampled5"]["description"] = "lstm-cpu-32k trained with 5% sampled softmax"
 PRESETS["lstm-cpu-32k-sampled5"]["train"]["sampled_softmax"] = {"fraction": 0.05, "mode": "batch"}
@@ -243,6 +250,7 @@ PRESETS["lstm-cpu-vmf-softmax"] = copy.deepcopy(PRESETS["lstm-cpu"])
 PRESETS["lstm-cpu-vmf-softmax"]["description"] = (
     "lstm-cpu-vmf's softmax baseline: same separate vocabularies, tied softmax")
 PRESETS["lstm-cpu-vmf-softmax"]["data"].update(joint_vocabulary=False)
+PRESETS["lstm-cpu-vmf-softmax"]["model"]["head"] = "tied"
 
 DEFAULT_PRESET = "lstm-cpu"
 
