@@ -4,9 +4,34 @@ import keras
 from keras import ops
 # Public Keras has no setter for the mask Loss.__call__ reads (pinned < 3.16).
 from keras.src.backend import set_keras_mask
+from keras.src.losses.loss import reduce_weighted_values
 
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
+
+
+def sentence_weights(sample_weight):
+    """A per-sentence weight `(B,)` as `(B, 1)`, so it weights every token.
+
+    Keras only broadcasts weights of the losses' rank, `(B, T)` or `(B, 1)`.
+    """
+    if sample_weight is not None:
+        sample_weight = ops.convert_to_tensor(sample_weight)
+        if len(sample_weight.shape) == 1:
+            sample_weight = ops.expand_dims(sample_weight, -1)
+    return sample_weight
+
+
+def reduce_token_losses(loss, per_token, mask, sample_weight=None):
+    """Masked per-token losses reduced exactly as `loss(...)` would reduce them.
+
+    For losses computed outside `Loss.__call__` (from a head, in
+    `call_with_head` / `call_on_hidden`): padding mask, sentence or token
+    weights, `loss.reduction` and the division by the replica count under
+    `tf.distribute`.
+    """
+    return reduce_weighted_values(per_token, sample_weight=sentence_weights(sample_weight),
+                                  mask=mask, reduction=loss.reduction, dtype=loss.dtype)
 
 
 def sequence_cross_entropy_per_token(y_true, logits, label_smoothing=0.0):
@@ -105,13 +130,7 @@ class MaskedSequenceCrossEntropy(keras.losses.Loss):
         self.pad_id = pad_id
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        # A per-sentence weight `(B,)` weights every token of its sentence; Keras
-        # only broadcasts weights of the losses' rank, `(B, T)` or `(B, 1)`.
-        if sample_weight is not None:
-            sample_weight = ops.convert_to_tensor(sample_weight)
-            if len(sample_weight.shape) == 1:
-                sample_weight = ops.expand_dims(sample_weight, -1)
-        return super().__call__(y_true, y_pred, sample_weight=sample_weight)
+        return super().__call__(y_true, y_pred, sample_weight=sentence_weights(sample_weight))
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")

@@ -16,14 +16,14 @@ position; the loss compares it with the gold word's vector e(y) `(…, m)` from 
 import keras
 import numpy as np
 from keras import ops
-# Public Keras has no way to reduce per-token losses exactly as `Loss.__call__`
-# does (mask, sample weights, distribution scaling); pinned < 3.16.
+# Keras masks: pinned < 3.16 (no public setter for the mask `Loss.__call__` reads).
 from keras.src.backend import get_keras_mask
 from keras.src.backend import set_keras_mask
-from keras.src.losses.loss import reduce_weighted_values
 
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.losses.cross_entropy import reduce_token_losses
+from tf_outheads.losses.cross_entropy import sentence_weights
 
 FUNCTION_REDUCTIONS = ("token", "sentence")
 
@@ -227,18 +227,8 @@ class EmbeddingTargetLoss(keras.losses.Loss):
         set_keras_mask(per_token, mask)
         return per_token
 
-    @staticmethod
-    def _sample_weight(sample_weight):
-        # A per-sentence weight `(B,)` weights every token of its sentence; Keras
-        # only broadcasts weights of the losses' rank, `(B, T)` or `(B, 1)`.
-        if sample_weight is not None:
-            sample_weight = ops.convert_to_tensor(sample_weight)
-            if len(sample_weight.shape) == 1:
-                sample_weight = ops.expand_dims(sample_weight, -1)
-        return sample_weight
-
     def __call__(self, y_true, y_pred, sample_weight=None):
-        return super().__call__(y_true, y_pred, sample_weight=self._sample_weight(sample_weight))
+        return super().__call__(y_true, y_pred, sample_weight=sentence_weights(sample_weight))
 
     def call(self, y_true, y_pred):
         if self.target_embeddings is None:
@@ -265,9 +255,7 @@ class EmbeddingTargetLoss(keras.losses.Loss):
         mask = get_keras_mask(per_token)
         if in_mask is not None:
             mask = ops.logical_and(mask, ops.cast(in_mask, "bool"))
-        return reduce_weighted_values(
-            per_token, sample_weight=self._sample_weight(sample_weight), mask=mask,
-            reduction=self.reduction, dtype=self.dtype)
+        return reduce_token_losses(self, per_token, mask, sample_weight)
 
     def get_config(self):
         config = super().get_config()

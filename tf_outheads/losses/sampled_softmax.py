@@ -12,17 +12,13 @@ sequence cross-entropy.
 
 import random
 
-import keras
 import tensorflow as tf
 from keras import ops
-# Public Keras has no way to reduce per-token losses exactly as `Loss.__call__`
-# does (mask, sample weights, distribution scaling); pinned < 3.16.
-from keras.src.backend import get_keras_mask
-from keras.src.backend import set_keras_mask
-from keras.src.losses.loss import reduce_weighted_values
 
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
+from tf_outheads.losses.cross_entropy import reduce_token_losses
 from tf_outheads.losses.cross_entropy import sequence_cross_entropy_per_token
 from tf_outheads.ops import sampling
 
@@ -150,7 +146,7 @@ def sampled_softmax_loss(head, hidden, y_true, seed, mode="batch", fraction=None
 
 
 @export
-class SampledSoftmaxLoss(keras.losses.Loss):
+class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
     """Keras loss for sampled-softmax training of a seq2seq model's head.
 
     Compile a zoo model with it and `fit` as usual: in training the model gives
@@ -226,7 +222,8 @@ class SampledSoftmaxLoss(keras.losses.Loss):
     def __init__(self, fraction=None, mode="batch", num_sampled=None, label_smoothing=0.0,
                  unigram_counts=None, distortion=1.0, seed=None, pad_id=PAD_ID,
                  reduction="sum_over_batch_size", name="sampled_softmax", dtype=None):
-        super().__init__(name=name, reduction=reduction, dtype="float32")
+        super().__init__(label_smoothing=label_smoothing, pad_id=pad_id, reduction=reduction,
+                         name=name)
         if fraction is None and num_sampled is None:
             fraction = 0.25
         _check_mode_arguments(mode, fraction, num_sampled, label_smoothing)
@@ -241,11 +238,9 @@ class SampledSoftmaxLoss(keras.losses.Loss):
         self.fraction = fraction
         self.mode = mode
         self.num_sampled = num_sampled
-        self.label_smoothing = label_smoothing
         self.unigram_counts = unigram_counts
         self.distortion = distortion
         self.seed = int(seed) if seed is not None else random.randint(0, 2**31 - 1)
-        self.pad_id = pad_id
 
     def _per_token_kwargs(self):
         counts = None
@@ -254,29 +249,6 @@ class SampledSoftmaxLoss(keras.losses.Loss):
         return dict(mode=self.mode, fraction=self.fraction, num_sampled=self.num_sampled,
                     label_smoothing=self.label_smoothing, unigram_counts=counts,
                     distortion=self.distortion)
-
-    def call(self, y_true, y_pred):
-        """Full logits (evaluation): the masked sequence cross-entropy."""
-        y_true = ops.cast(y_true, "int32")
-        per_token = sequence_cross_entropy_per_token(y_true, y_pred, self.label_smoothing)
-        return self._masked(y_true, per_token)
-
-    def _masked(self, y_true, per_token):
-        mask = ops.not_equal(y_true, self.pad_id)
-        per_token = ops.where(mask, per_token, 0.0)
-        set_keras_mask(per_token, mask)
-        return per_token
-
-    def _sample_weight(self, sample_weight):
-        # A per-sentence weight `(B,)` weights every token of its sentence.
-        if sample_weight is not None:
-            sample_weight = ops.convert_to_tensor(sample_weight)
-            if len(sample_weight.shape) == 1:
-                sample_weight = ops.expand_dims(sample_weight, -1)
-        return sample_weight
-
-    def __call__(self, y_true, y_pred, sample_weight=None):
-        return super().__call__(y_true, y_pred, sample_weight=self._sample_weight(sample_weight))
 
     def call_on_hidden(self, y_true, hidden, head, step, sample_weight=None, static_size=False):
         """The training loss from decoder outputs: reduced like `__call__`.
@@ -297,21 +269,18 @@ class SampledSoftmaxLoss(keras.losses.Loss):
         y_true = ops.cast(y_true, "int32")
         per_token = sampled_softmax_per_token(
             head, hidden, y_true, seed, static_size=static_size, **self._per_token_kwargs())
-        per_token = self._masked(y_true, per_token)
-        return reduce_weighted_values(
-            per_token, sample_weight=self._sample_weight(sample_weight),
-            mask=get_keras_mask(per_token), reduction=self.reduction, dtype=self.dtype)
+        mask = ops.not_equal(y_true, self.pad_id)
+        per_token = ops.where(mask, per_token, 0.0)
+        return reduce_token_losses(self, per_token, mask, sample_weight)
 
     def get_config(self):
-        config = super().get_config()
+        config = super().get_config()  # label_smoothing, pad_id
         config.update({
             "fraction": self.fraction,
             "mode": self.mode,
             "num_sampled": self.num_sampled,
-            "label_smoothing": self.label_smoothing,
             "unigram_counts": self.unigram_counts,
             "distortion": self.distortion,
             "seed": self.seed,
-            "pad_id": self.pad_id,
         })
         return config
