@@ -218,11 +218,23 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
     Args:
         source_vocabulary_size: int.
         target_vocabulary_size: int.
-        embedding_dim: int. Source and target embedding size. Defaults to 512.
+        embedding_dim: int. Target (and, unless `source_embedding_dim` is
+            set, source) embedding size. Defaults to 512.
         hidden_dim: int. LSTM size of encoder (both directions together) and
             decoder, and size of the attentional state h̃. Defaults to 512.
         num_layers: int in [1, 8]. Layers of the encoder and of the decoder.
             Defaults to 2.
+        encoder_layers: int in [1, 8] or `None`. Encoder layers, when they
+            differ from the decoder's (the VIVO report's Table 3: 1 encoder
+            layer, 2 decoder layers). Defaults to `None` (`num_layers`).
+        decoder_layers: int in [1, 8] or `None`. Defaults to `None`
+            (`num_layers`). Decoder layer i starts from the final state of
+            encoder layer i; decoder layers above the encoder's top layer
+            start from zeros, and encoder layers above the decoder's top
+            layer hand no state on.
+        source_embedding_dim: int or `None`. Source embedding size, when it
+            differs from the target's (Table 3: 512 source, 300 target).
+            Defaults to `None` (`embedding_dim`).
         bidirectional_encoder: bool. Defaults to `False`.
         dropout: float. Between layers, on embeddings and on h̃. Defaults to 0.3.
         input_feeding: bool. Feed h̃_{t−1} to the decoder input. Defaults to `True`.
@@ -274,11 +286,23 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         attention_score="general",
         uniform_init=None,
         head="softmax",
+        encoder_layers=None,
+        decoder_layers=None,
+        source_embedding_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(num_layers, int) or not 1 <= num_layers <= 8:
-            raise ValueError(f"`num_layers` must be an int in [1, 8]. Received: num_layers={num_layers}")
+        for name, value in (("num_layers", num_layers), ("encoder_layers", encoder_layers),
+                            ("decoder_layers", decoder_layers)):
+            if value is None and name != "num_layers":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 8:
+                raise ValueError(f"`{name}` must be an int in [1, 8]. Received: {name}={value!r}")
+        if source_embedding_dim is not None and (
+                isinstance(source_embedding_dim, bool) or not isinstance(source_embedding_dim, int)
+                or source_embedding_dim < 1):
+            raise ValueError("`source_embedding_dim` must be a positive int or None. "
+                             f"Received: source_embedding_dim={source_embedding_dim!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
         self.source_vocabulary_size = source_vocabulary_size
@@ -286,6 +310,9 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         self.embedding_dim = embedding_dim
         self.hidden_dim = hidden_dim
         self.num_layers = num_layers
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.source_embedding_dim = source_embedding_dim
         self.bidirectional_encoder = bidirectional_encoder
         self.dropout = dropout
         self.input_feeding = input_feeding
@@ -294,7 +321,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
 
         embedding_init = "uniform"
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
+            source_vocabulary_size, source_embedding_dim or embedding_dim, embeddings_initializer=embedding_init,
             dtype=self.dtype_policy, name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
@@ -303,11 +330,11 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         )
         self.source_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.encoder = LSTMEncoder(
-            num_layers, hidden_dim, bidirectional=bidirectional_encoder, dropout=dropout,
+            encoder_layers or num_layers, hidden_dim, bidirectional=bidirectional_encoder, dropout=dropout,
             uniform_init=uniform_init, dtype=self.dtype_policy, name="encoder",
         )
         self.decoder = AttentionalLSTMDecoder(
-            self.target_embedding, num_layers, hidden_dim, attention_score=attention_score,
+            self.target_embedding, decoder_layers or num_layers, hidden_dim, attention_score=attention_score,
             input_feeding=input_feeding, dropout=dropout, uniform_init=uniform_init,
             dtype=self.dtype_policy, name="decoder",
         )
@@ -320,7 +347,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         # (needed by tied heads, parameter reports and weight loading).
         self.source_embedding.build((None, None))
         self.target_embedding.build((None, None))
-        self.encoder.build(self.embedding_dim)
+        self.encoder.build(self.source_embedding.output_dim)
         self.decoder.build(self.hidden_dim)
         if not self.head.built:
             self.head.build((None, None, self.hidden_dim))
@@ -339,7 +366,16 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         mask = ops.not_equal(source_ids, PAD_ID)
         embedded = self.source_dropout(self.source_embedding(source_ids), training=training)
         memory, hidden, cell = self.encoder(embedded, mask=mask, training=training)
+        hidden, cell = (self._decoder_initial(states) for states in (hidden, cell))
         return self.decoder.initial_state(memory, mask, hidden, cell)
+
+    def _decoder_initial(self, states):
+        """Encoder final states `(B, L_enc, H)` → decoder initial states `(B, L_dec, H)`."""
+        encoder_layers, decoder_layers = self.encoder.num_layers, self.decoder.num_layers
+        if decoder_layers <= encoder_layers:
+            return states[:, :decoder_layers]
+        zeros = ops.zeros_like(states[:, :1])
+        return ops.concatenate([states] + [zeros] * (decoder_layers - encoder_layers), axis=1)
 
     def call(self, inputs, training=False):
         state = self.encode(inputs["source_ids"], training=training)
@@ -387,6 +423,9 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
                 "embedding_dim": self.embedding_dim,
                 "hidden_dim": self.hidden_dim,
                 "num_layers": self.num_layers,
+                "encoder_layers": self.encoder_layers,
+                "decoder_layers": self.decoder_layers,
+                "source_embedding_dim": self.source_embedding_dim,
                 "bidirectional_encoder": self.bidirectional_encoder,
                 "dropout": self.dropout,
                 "input_feeding": self.input_feeding,

@@ -98,6 +98,43 @@ def test_teacher_forcing_equals_step_wise_decoding(head, num_layers, bidirection
     )
 
 
+@pytest.mark.parametrize("encoder_layers, decoder_layers", [(1, 2), (2, 1), (1, 3)])
+def test_separate_layer_counts_and_source_embedding(encoder_layers, decoder_layers):
+    # The VIVO report's Table 3 shape: 1 encoder layer, 2 decoder layers, a
+    # source embedding wider than the target's.
+    model = make_model("tied", num_layers=4, encoder_layers=encoder_layers,
+                       decoder_layers=decoder_layers, source_embedding_dim=12,
+                       bidirectional_encoder=True)
+    assert len(model.encoder.rnn_layers) == encoder_layers
+    assert len(model.decoder.cells) == decoder_layers
+    assert tuple(model.source_embedding.embeddings.shape) == (SOURCE_VOCAB_SIZE, 12)
+    assert tuple(model.target_embedding.embeddings.shape) == (TARGET_VOCAB_SIZE, EMBEDDING_DIM)
+    source, target_in = make_batch()
+
+    embedded = model.source_embedding(source)
+    _, hidden, cell = model.encoder(embedded, mask=source != PAD_ID)
+    state = model.initial_decoding_state(source)
+    shared = min(encoder_layers, decoder_layers)
+    for name, final in (("hidden", hidden), ("cell", cell)):
+        assert tuple(state[name].shape) == (3, decoder_layers, HIDDEN_DIM)
+        np.testing.assert_allclose(state[name][:, :shared], final[:, :shared], rtol=1e-6)
+        np.testing.assert_array_equal(state[name][:, shared:], 0.0)
+
+    logits = model({"source_ids": source, "target_in": target_in})
+    step_fn = model.make_step_fn()
+    step_scores = []
+    for t in range(target_in.shape[1]):
+        scores, state = step_fn(target_in[:, t], state)
+        step_scores.append(ops.convert_to_numpy(scores))
+    np.testing.assert_allclose(
+        np.stack(step_scores, axis=1), ops.log_softmax(logits, axis=-1), rtol=1e-5, atol=1e-5)
+
+    clone = LSTMSeq2Seq.from_config(model.get_config())
+    assert len(clone.encoder.rnn_layers) == encoder_layers
+    assert len(clone.decoder.cells) == decoder_layers
+    assert clone.count_params() == model.count_params()
+
+
 @pytest.mark.parametrize("head", ["softmax", "tied"])
 def test_make_step_fn_scores_are_head_scores(head):
     model = make_model(head)
@@ -319,6 +356,9 @@ def test_uniform_init_draws_each_weight_independently():
         ({"num_layers": 0}, "Received: num_layers=0"),
         ({"num_layers": 9}, "Received: num_layers=9"),
         ({"num_layers": 1.5}, "Received: num_layers=1.5"),
+        ({"encoder_layers": 0}, "Received: encoder_layers=0"),
+        ({"decoder_layers": True}, "Received: decoder_layers=True"),
+        ({"source_embedding_dim": 0}, "Received: source_embedding_dim=0"),
         ({"dropout": 1.0}, "Received: dropout=1.0"),
         ({"dropout": -0.1}, "Received: dropout=-0.1"),
         ({"bidirectional_encoder": True, "hidden_dim": 7}, "Received: hidden_dim=7"),
@@ -329,6 +369,9 @@ def test_uniform_init_draws_each_weight_independently():
         "num_layers_zero",
         "num_layers_too_many",
         "num_layers_float",
+        "encoder_layers_zero",
+        "decoder_layers_bool",
+        "source_embedding_dim_zero",
         "dropout_one",
         "dropout_negative",
         "bidirectional_odd_hidden",
