@@ -93,7 +93,9 @@ print(f"{len(train)} training pairs; vocabularies: source {source_tokenizer.voca
 # vector per piece (e.g. `▁God`), so row `i` of the table belongs to id `i`.
 # `target_embedding_table` lays them out in id order, L2-normalised, and gives
 # the special ids deliberate vectors (results are very sensitive to the `</s>`
-# and `<unk>` vectors): `<pad>` zeros, `<unk>` a mean direction, `</s>` and
+# and `<unk>` vectors): `<pad>` zeros; `<unk>` the mean direction of words the
+# vector file has but the vocabulary lacks, or, when there are none (as here), a
+# seeded random unit vector far from every word, like `</s>` and
 # `<s>` seeded random unit vectors far from every word.
 
 # %%

@@ -306,12 +306,30 @@ def test_eos_is_far_from_every_piece(bible_table):
     assert abs(cosine(eos, mean)) < 1e-5
 
 
-def test_unk_is_the_mean_of_all_vectors_when_none_is_missing(bible_vectors, bible_table):
-    _, _, vectors = bible_vectors
+def test_unk_is_far_from_every_piece_when_none_is_missing(
+        bible_tokenizer, bible_vectors, bible_table):
+    # Every file word is a piece: <unk> is no training target, and the mean of
+    # all vectors (where an untrained model's predictions land) would win the
+    # nearest-neighbour search for almost any prediction.
+    _, words, vectors = bible_vectors
+    table = bible_table.vectors
+    vocabulary = table[bible_table.has_vector]
+    unk = table[UNK_ID]
+    assert abs(float(np.linalg.norm(unk)) - 1.0) < 1e-6
+    assert abs(cosine(unk, vocabulary.mean(axis=0))) < 1e-5
+    assert np.max(vocabulary @ unk) < 0.3
+    assert "no file word lies outside" in bible_table.special["<unk>"]
+    # The mean of the vocabulary is nearest to a piece, not to <unk>.
+    scores = table @ (vocabulary.mean(axis=0) / np.linalg.norm(vocabulary.mean(axis=0)))
+    assert bible_table.has_vector[int(np.argmax(scores))]
+    # unk="far" is the same vector; unk="mean_of_all" the normalised mean.
+    far = target_embedding_table(bible_tokenizer, words, vectors, unk="far")
+    np.testing.assert_array_equal(far.vectors, table)
+    mean_of_all = target_embedding_table(bible_tokenizer, words, vectors, unk="mean_of_all")
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     expected = unit.mean(axis=0) / np.linalg.norm(unit.mean(axis=0))
-    np.testing.assert_allclose(bible_table.vectors[UNK_ID], expected, atol=1e-6)
-    assert "mean of all" in bible_table.special["<unk>"]
+    np.testing.assert_allclose(mean_of_all.vectors[UNK_ID], expected, atol=1e-6)
+    assert "mean of all" in mean_of_all.special["<unk>"]
 
 
 def test_unk_is_the_mean_of_words_outside_the_vocabulary(bible_tokenizer, bible_vectors):
@@ -342,7 +360,7 @@ def test_table_is_deterministic_and_seeded(bible_tokenizer, bible_vectors, bible
     np.testing.assert_array_equal(again.vectors, bible_table.vectors)
     other = target_embedding_table(bible_tokenizer, words, vectors, seed=1)
     assert not np.allclose(other.vectors[EOS_ID], bible_table.vectors[EOS_ID])
-    np.testing.assert_array_equal(other.vectors[UNK_ID], bible_table.vectors[UNK_ID])
+    assert not np.allclose(other.vectors[UNK_ID], bible_table.vectors[UNK_ID])
 
 
 def test_file_vectors_for_special_pieces_and_zero_vectors_are_ignored(bible_tokenizer):

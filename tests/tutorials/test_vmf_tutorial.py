@@ -44,7 +44,7 @@ def test_target_vectors_are_trained_and_laid_out(tutorial_output):
     table = section(out, "=== TARGET TABLE ===")
     vocab = vocabulary_size(table)
     assert re.search(r"^  <pad>: zeros", table, re.M)
-    assert re.search(r"^  <unk>: normalised mean of", table, re.M)
+    assert re.search(r"^  <unk>: seeded random unit vector orthogonal to the vocabulary mean", table, re.M)
     assert re.search(r"^  </s>: seeded random unit vector", table, re.M)
     counts = ast.literal_eval(re.search(r"^counts: (\{.*\})$", table, re.M).group(1))
     assert counts["vocabulary"] == vocab and counts["special"] == 4

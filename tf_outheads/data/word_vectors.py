@@ -44,7 +44,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 WORD_VECTOR_MODELS = ("fasttext", "word2vec")
-UNK_STRATEGIES = ("mean_of_missing", "mean_of_all")
+UNK_STRATEGIES = ("mean_of_missing", "mean_of_all", "far")
 
 # fastText's default of 2M n-gram buckets would hold 2M x 300 float32 (2.4 GB).
 # SentencePiece pieces are short: an 8K-piece vocabulary has about 30K distinct
@@ -509,12 +509,17 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
     - `<unk>` (1), `unk="mean_of_missing"`: the normalised mean of the
       (unit-normalised) vectors of file words that are *not* pieces of the
       tokenizer (NOTES: "UNK = normalised mean of excluded vectors", Kumar &
-      Tsvetkov); if every file word is a piece, as with vectors trained by
-      :func:`train_word_vectors`, the normalised mean of all the file's
-      vectors. `unk="mean_of_all"` always takes the latter. The VIVO report
-      used the *negative* mean of the excluded vectors and found its norm
-      very small; we take the mean itself: it points where rare words live,
-      which is where a prediction for an unknown word should land.
+      Tsvetkov). The VIVO report used the *negative* mean of the excluded
+      vectors and found its norm very small; we take the mean itself: it
+      points where rare words live, which is where a prediction for an
+      unknown word should land. If every file word is a piece, as with
+      vectors trained by :func:`train_word_vectors`, nothing is excluded,
+      `<unk>` is (almost) never a training target, and it gets a far vector
+      made like `</s>`'s below (`unk="far"` always does this). It used to
+      get the normalised mean of all the vectors (`unk="mean_of_all"`,
+      still available), but that direction is where a barely trained
+      model's predictions land, and a nearest-neighbour decoder emitted
+      `<unk>` for almost every word.
     - `</s>` (3): a seeded random unit vector, orthogonal to the mean
       direction of the vocabulary vectors and to `<unk>`, chosen as the one
       of 64 draws whose largest cosine with any vocabulary vector is
@@ -530,9 +535,10 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
         words: list of str. Words of the vector file, as from
             :func:`load_word_vectors`.
         vectors: float array `(len(words), dim)`, `dim >= 4`.
-        unk: str. `"mean_of_missing"` or `"mean_of_all"`, as above. Defaults
-            to `"mean_of_missing"`.
-        seed: int. Seed of the `</s>` and `<s>` draws. Defaults to `0`.
+        unk: str. `"mean_of_missing"`, `"mean_of_all"` or `"far"`, as above.
+            Defaults to `"mean_of_missing"`.
+        seed: int. Seed of the far `<unk>`, `</s>` and `<s>` draws. Defaults
+            to `0`.
 
     Returns:
         A `TargetTable`.
@@ -598,19 +604,26 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
         )
     vocabulary = table[has_vector]
 
+    mean_direction = _unit(vocabulary.mean(axis=0))
+    rng = np.random.default_rng(seed)
     if unk == "mean_of_missing" and outside:
         unk_vector = _unit(unit_vectors[outside].mean(axis=0))
         unk_text = (
             f"normalised mean of the {len(outside)} file vectors of words outside "
             f"the vocabulary"
         )
-    else:
+    elif unk == "mean_of_all":
         unk_vector = _unit(unit_vectors[nonzero].mean(axis=0))
+        unk_text = f"normalised mean of all {int(nonzero.sum())} file vectors"
+    else:
+        unk_vector, unk_cosine = _far_unit_vector(
+            rng, _orthonormal_rows(mean_direction), vocabulary)
         reason = " (no file word lies outside the vocabulary)" if unk == "mean_of_missing" else ""
-        unk_text = f"normalised mean of all {int(nonzero.sum())} file vectors{reason}"
-    mean_direction = _unit(vocabulary.mean(axis=0))
+        unk_text = (
+            f"seeded random unit vector orthogonal to the vocabulary mean{reason}; "
+            f"largest cosine with a vocabulary vector {unk_cosine:.3f}"
+        )
 
-    rng = np.random.default_rng(seed)
     eos_vector, eos_cosine = _far_unit_vector(
         rng, _orthonormal_rows(mean_direction, unk_vector), vocabulary
     )
