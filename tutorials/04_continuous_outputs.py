@@ -95,8 +95,7 @@ print(f"{len(train)} training pairs; vocabularies: source {source_tokenizer.voca
 # the special ids deliberate vectors (results are very sensitive to the `</s>`
 # and `<unk>` vectors): `<pad>` zeros; `<unk>` the mean direction of words the
 # vector file has but the vocabulary lacks, or, when there are none (as here), a
-# seeded random unit vector far from every word, like `</s>` and
-# `<s>` seeded random unit vectors far from every word.
+# seeded random unit vector far from every word, like those of `</s>` and `<s>`.
 
 # %%
 start = time.perf_counter()
