@@ -9,6 +9,7 @@ from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.translate import Translator
 from tf_outheads.decoding.translate import translate
+from tf_outheads.decoding.unk import replace_unknown_words
 
 __all__ = [
     "BeamResult",
@@ -18,6 +19,7 @@ __all__ = [
     "gather_beams",
     "greedy_search",
     "max_length_from_source",
+    "replace_unknown_words",
     "tile_for_beam",
     "translate",
 ]

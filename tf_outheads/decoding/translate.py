@@ -8,9 +8,10 @@ search in one compiled `tf.function`, detokenizes and restores input order.
 import numpy as np
 import tensorflow as tf
 
-from tf_outheads.data.special_tokens import EOS_ID, PAD_ID
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
+from tf_outheads.decoding.unk import replace_unknown_words
 
 
 class Translator:
@@ -38,6 +39,11 @@ class Translator:
             `tf_outheads.decoding.beam_search` and keeps its best hypothesis.
             Defaults to 1.
         length_penalty: float, GNMT α of the beam search. Defaults to 0.0.
+        replace_unk: bool. Write the most-attended source word over every
+            `<unk>` the model outputs (`tf_outheads.decoding.replace_unknown_words`;
+            the model needs `source_alignments(source_ids, target_in)`).
+            Batches without `<unk>` cost nothing extra; the others one
+            teacher-forced pass over the chosen outputs. Defaults to `False`.
 
     Example:
     ```python
@@ -48,13 +54,18 @@ class Translator:
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
-                 beam_size=1, length_penalty=0.0):
+                 beam_size=1, length_penalty=0.0, replace_unk=False):
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be >= 1. Received: batch_size={batch_size}")
         if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+        if replace_unk and not callable(getattr(model, "source_alignments", None)):
+            raise ValueError(
+                "`replace_unk=True` needs a model with `source_alignments(source_ids, "
+                f"target_in)`. Received: a {type(model).__name__} without it")
         self.beam_size = beam_size
         self.length_penalty = length_penalty
+        self.replace_unk = bool(replace_unk)
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -64,6 +75,9 @@ class Translator:
         self.max_source_length = max_source_length
         self._decode = tf.function(self._decode_batch, reduce_retracing=True)
         self._fingerprint = tf.function(self._weights_fingerprint)
+        self._align = None
+        if self.replace_unk:
+            self._align = tf.function(model.source_alignments, reduce_retracing=True)
         self._cache = None
         self._cache_fingerprint = None
 
@@ -106,6 +120,15 @@ class Translator:
         limit = self.max_source_length - 1
         return [row[:limit] + [EOS_ID] for row in ids]
 
+    def _texts(self, source_ids, ids):
+        if not (self.replace_unk and (ids == UNK_ID).any()):
+            return self.target_tokenizer.decode_to_text(ids)
+        target_in = np.concatenate(
+            [np.full((ids.shape[0], 1), BOS_ID, ids.dtype), ids[:, :-1]], axis=1)
+        alignments = self._align(tf.constant(source_ids), tf.constant(target_in))
+        return replace_unknown_words(ids, source_ids, alignments.numpy(),
+                                     self.source_tokenizer, self.target_tokenizer)
+
     def translate(self, sentences):
         """Translate a list of raw source strings; returns a list of strings."""
         sentences = list(sentences)
@@ -124,7 +147,7 @@ class Translator:
             for row, index in enumerate(indices):
                 batch[row, : len(encoded[index])] = encoded[index]
             ids, _ = self._decode(tf.constant(batch), cache)
-            texts = self.target_tokenizer.decode_to_text(ids)
+            texts = self._texts(batch, ids.numpy())
             for index, text in zip(indices, texts):
                 outputs[index] = text
         return outputs

@@ -1,0 +1,52 @@
+"""Every preset builds its model and decoder; the VIVO Table 3 presets match the table."""
+
+import numpy as np
+import pytest
+
+from tf_outheads.decoding import Translator
+from tf_outheads.layers.continuous_head import ContinuousOutputHead
+from tf_outheads.layers.heads import TiedSoftmaxHead
+from tf_outheads.metrics import parameter_report
+from zoo.presets import PRESETS, get_preset
+from zoo.train import build_model, training_loss
+
+VOCAB = 40  # every preset's model at a tiny vocabulary: the layers are what is checked
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_builds_its_model_loss_and_translator(name, bible_tokenizer):
+    preset = get_preset(name)
+    assert set(preset) == {"description", "data", "model", "train", "decode"}
+    assert preset["description"]
+    if preset["model"]["hidden_dim"] > 512:
+        pytest.skip("large model: test_vivo_table_3_presets builds the 1024 ones")
+    model = build_model(preset, VOCAB, VOCAB)
+    training_loss(preset["train"])  # a bad loss spec raises
+    Translator(model, bible_tokenizer, bible_tokenizer, **preset["decode"])
+
+
+@pytest.mark.parametrize("name, head_type", [("lstm-vivo-vmf", ContinuousOutputHead),
+                                             ("lstm-vivo-softmax", TiedSoftmaxHead)])
+def test_vivo_table_3_presets(name, head_type, bible_tokenizer):
+    preset = get_preset(name)
+    assert preset["data"]["vocab_size"] == 50000 and not preset["data"]["joint_vocabulary"]
+    assert preset["data"]["max_length"] == 100
+    assert preset["decode"]["replace_unk"] is True
+    assert preset["train"]["learning_rate"] == (5e-4 if "vmf" in name else 2e-4)
+    model = build_model(preset, 50, 60)
+    assert isinstance(model.head, head_type)
+    assert len(model.encoder.rnn_layers) == 1 and len(model.decoder.cells) == 2
+    assert model.encoder.bidirectional and model.decoder.hidden_dim == 1024
+    assert tuple(model.source_embedding.embeddings.shape) == (50, 512)
+    assert tuple(model.target_embedding.embeddings.shape) == (60, 300)
+    groups = parameter_report(model).groups
+    if head_type is ContinuousOutputHead:
+        # d_h·m + m trainable, plus the frozen |V|·m table.
+        assert groups["output_layer"] == 1024 * 300 + 300 + 60 * 300
+        assert preset["train"]["loss"]["class_name"] == "vmf"
+    else:
+        # Tied: h (1024) is projected (no bias) to the embedding size (300);
+        # the output bias has one entry per word.
+        assert groups["output_layer"] == 1024 * 300 + 60
+    assert np.isfinite(model.count_params())
+    Translator(model, bible_tokenizer, bible_tokenizer, **preset["decode"])
