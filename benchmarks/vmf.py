@@ -64,15 +64,14 @@ parameters cut by at least 90%).
       `VMFLoss(norm_penalty=0.02, dot_scale=0.1)`, a random unit target table
       (seeded Gaussian rows, normalised; PAD row zero): frozen, not trained.
 
-    The model follows the VIVO report's Table 3 where ours allows: 2 decoder
-    layers, target embedding 300 (`--embedding-dim`; our model has one
-    embedding size for both sides, Table 3's source one is 512), input
-    feeding, source vocabulary = |V| (`--source-vocab-size`; Table 3: 50K
-    both). It differs in: hidden size 512 (`--hidden-dim`; Table 3: 1024,
-    heavy on 2 cores), 2 *encoder* layers too (`--num-layers` sets both;
-    Table 3: 1), a unidirectional encoder, dropout 0.3, Adam 1e-3 with
-    clipnorm 5 for every head (`compile_for_translation`; Table 3 uses
-    2e-4 / 5e-4: the learning rate does not change the step time).
+    The model follows the VIVO report's Table 3: 1 encoder layer and 2
+    decoder layers (`--encoder-layers`, `--decoder-layers`), target embedding
+    300 (`--embedding-dim`), source embedding 512 (`--source-embedding-dim`),
+    input feeding, source vocabulary = |V| (`--source-vocab-size`; Table 3:
+    50K both). It differs in: hidden size 512 (`--hidden-dim`; Table 3:
+    1024, heavy on 2 cores), a unidirectional encoder, dropout 0.3, Adam
+    1e-3 with clipnorm 5 for every head (`compile_for_translation`; Table 3
+    uses 2e-4 / 5e-4: the learning rate does not change the step time).
 
     Data: `--steps` synthetic batches of `--batch-size` × `--source-length` /
     `--target-length` (32 × 30 / 30), ids Zipf-like (log-uniform over the word
@@ -260,9 +259,11 @@ QUICK = {
     "vocab_sizes": "500,2000",
     "goal_vocab": 2000,
     "embedding_dim": 16,
+    "source_embedding_dim": 16,
     "hidden_dim": 32,
     "output_dim": 16,
-    "num_layers": 1,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
     "batch_size": 4,
     "source_length": 8,
     "target_length": 8,
@@ -327,10 +328,12 @@ def parse_args(argv=None):
     model.add_argument("--source-vocab-size", type=int, default=0,
                        help="source vocabulary (0: the same as each |V|, as Table 3's 50K/50K)")
     model.add_argument("--embedding-dim", type=int, default=300,
-                       help="d, source and target embedding size (Table 3: 512 source, 300 target)")
+                       help="d, the target embedding size (Table 3: 300)")
+    model.add_argument("--source-embedding-dim", type=int, default=512,
+                       help="the source embedding size (Table 3: 512)")
     model.add_argument("--hidden-dim", type=int, default=512, help="d_h (Table 3: 1024)")
-    model.add_argument("--num-layers", type=int, default=2,
-                       help="encoder and decoder layers (Table 3: 1 encoder, 2 decoder)")
+    model.add_argument("--encoder-layers", type=int, default=1, help="(Table 3: 1)")
+    model.add_argument("--decoder-layers", type=int, default=2, help="(Table 3: 2)")
     model.add_argument("--dropout", type=float, default=0.3)
     model.add_argument("--output-dim", type=int, default=300,
                        help="m, the continuous head's vector size")
@@ -361,7 +364,8 @@ def parse_args(argv=None):
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
     for name in ("op_batch", "op_steps", "op_repeats", "embedding_dim", "hidden_dim",
-                 "output_dim", "num_layers", "batch_size", "source_length", "target_length",
+                 "source_embedding_dim", "output_dim", "encoder_layers", "decoder_layers",
+                 "batch_size", "source_length", "target_length",
                  "steps", "repeats", "decode_batch_size", "decode_length"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -705,7 +709,9 @@ def head_spec(args, name):
 def build_model(args, name, source_vocab, vocab):
     keras.utils.set_random_seed(args.seed)  # every head starts from the same encoder/decoder
     model = LSTMSeq2Seq(source_vocab, vocab, embedding_dim=args.embedding_dim,
-                        hidden_dim=args.hidden_dim, num_layers=args.num_layers,
+                        source_embedding_dim=args.source_embedding_dim,
+                        hidden_dim=args.hidden_dim, num_layers=args.decoder_layers,
+                        encoder_layers=args.encoder_layers, decoder_layers=args.decoder_layers,
                         dropout=args.dropout, head=head_spec(args, name))
     loss = None
     if name == CONTINUOUS:
@@ -760,7 +766,8 @@ def run_model(args, vocab):
     batches, decode_sources = model_batches(args, source_vocab, vocab)
     tokens = args.batch_size * args.target_length  # no padding
     print(f"\n=== (b) whole LSTMSeq2Seq, |V| = {vocab:,} (source {source_vocab:,}): "
-          f"{args.num_layers} × {args.hidden_dim}, d = {args.embedding_dim}, m = "
+          f"{args.encoder_layers} + {args.decoder_layers} layers × {args.hidden_dim}, "
+          f"d = {args.embedding_dim} (source {args.source_embedding_dim}), m = "
           f"{args.output_dim}, batch {args.batch_size} × {args.source_length} / "
           f"{args.target_length} ===", flush=True)
     models, params = {}, {}
