@@ -275,3 +275,22 @@ def test_dtype_follows_kappa():
         assert log_bessel_iv(3.0, kappa).dtype == dtype
         assert bessel_iv_ratio(3.0, kappa).dtype == dtype
         assert log_vmf_normalizer_lower_bound(kappa, 300).dtype == dtype
+
+
+@pytest.mark.parametrize("dim", [300, 1024])
+def test_float32_log_normalizer_near_its_zero_crossing(dim):
+    # log C_m crosses 0 where its terms of ~10³ cancel (m = 1024: κ ≈ 3234). The
+    # float32 result takes some logarithms in float32 (for speed); their error
+    # must stay far below the 1e-5 absolute target there.
+    grid = tf.constant(np.linspace(1.0, 5000.0, 20001), tf.float64)
+    values = log_vmf_normalizer(grid, dim).numpy()
+    crossing = int(np.argmin(np.abs(values)))
+    kappas = np.float32(grid.numpy()[crossing]) + np.arange(-8, 9, dtype=np.float32) * 0.25
+    with mpmath.workdps(40):
+        order = mpmath.mpf(dim) / 2 - 1
+        expected = np.array([float(
+            order * mpmath.log(mpmath.mpf(float(k))) - (order + 1) * mpmath.log(2 * mpmath.pi)
+            - mpmath.log(mpmath.besseli(order, mpmath.mpf(float(k))))) for k in kappas])
+    assert np.min(np.abs(expected)) < 0.5  # the references straddle the crossing
+    got = log_vmf_normalizer(tf.constant(kappas), dim).numpy().astype(np.float64)
+    assert np.max(np.abs(got - expected) / np.maximum(np.abs(expected), 1.0)) < 1e-6
