@@ -1,16 +1,54 @@
 """Helpers shared by the benchmark scripts (run as `python benchmarks/NAME.py`)."""
 
 import os
+import pathlib
 import platform
 import statistics
+import sys
 import time
 
-import keras
-import numpy as np
-import tensorflow as tf
+# TensorFlow is imported by `setup` and the helpers that need it, not here: a
+# script imports this module before parsing its arguments, and `--help` or a bad
+# argument should not wait for TensorFlow.
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def add_thread_arguments(group):
+    """`--intra-op-threads` / `--inter-op-threads` on an argparse parser or group."""
+    group.add_argument("--intra-op-threads", type=int, default=0,
+                       help="TensorFlow intra-op threads (0: TensorFlow's default)")
+    group.add_argument("--inter-op-threads", type=int, default=0,
+                       help="TensorFlow inter-op threads (0: TensorFlow's default)")
+
+
+def setup(args):
+    """What every benchmark does before its first TensorFlow op.
+
+    Sets the thread pools from `args` (the parsed `add_thread_arguments`; `None`
+    when the script is imported, not run), silences TensorFlow's Python logger
+    (each model has its own tf.function built from the same Python code, which
+    TensorFlow reports as retracing; it is not) and puts the repository on
+    `sys.path` so that `tf_outheads` and `zoo` import from this checkout.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ info logs out of the tables
+    import tensorflow as tf
+
+    if args is not None:
+        if getattr(args, "intra_op_threads", 0):
+            tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+        if getattr(args, "inter_op_threads", 0):
+            tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    tf.get_logger().setLevel("ERROR")
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
 
 
 def machine_info():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
     info = {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -78,3 +116,31 @@ def interleaved(names, run_once, repeats, progress=None):
         if progress is not None:
             progress(repeat, order, timings)
     return timings
+
+
+def write_record(benchmark, args, machine, started, fields, exclude=()):
+    """Writes a benchmark's JSON record to `args.output`; returns the record.
+
+    The record holds `benchmark`, `created`, `config` (`vars(args)` without
+    the names in `exclude`), `machine` (with the load average at the end added),
+    then `fields` in their order, and `wall_seconds` since `started`
+    (`time.perf_counter()`).
+    """
+    import json
+
+    if hasattr(os, "getloadavg"):
+        machine["load_average_at_end"] = list(os.getloadavg())
+    record = {
+        "benchmark": benchmark,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "config": {k: v for k, v in vars(args).items() if k not in exclude},
+        "machine": machine,
+        **fields,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    output = pathlib.Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "w", encoding="utf-8") as stream:
+        json.dump(record, stream, indent=2)
+    print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
+    return record

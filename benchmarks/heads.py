@@ -77,12 +77,11 @@ Results go to `--output` (JSON, default benchmarks/results/heads.json).
 
 import argparse
 import gc
-import json
-import os
 import pathlib
 import statistics
-import sys
 import time
+
+from common import add_thread_arguments, machine_info, setup, write_record  # benchmarks/ is the script's folder
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -155,10 +154,7 @@ def parse_args(argv=None):
     timing.add_argument("--decode-batch-size", type=int, default=64)
     timing.add_argument("--decode-length", type=int, default=30,
                         help="tokens every sentence emits (EOS blocked until then)")
-    timing.add_argument("--intra-op-threads", type=int, default=0,
-                        help="TensorFlow intra-op threads (0: TensorFlow's default)")
-    timing.add_argument("--inter-op-threads", type=int, default=0,
-                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    add_thread_arguments(timing)
     parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / "heads.json"),
                         help="JSON results path")
     args = parser.parse_args(argv)
@@ -189,26 +185,11 @@ def parse_args(argv=None):
 
 ARGS = parse_args() if __name__ == "__main__" else None
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ info logs out of the table
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-if ARGS is not None:
-    # Must happen before TensorFlow creates its thread pools.
-    if ARGS.intra_op_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(ARGS.intra_op_threads)
-    if ARGS.inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(ARGS.inter_op_threads)
+setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
 
 import keras  # noqa: E402
-from common import machine_info  # noqa: E402  (benchmarks/ is the script's folder)
-
-# Each head has its own tf.function built from the same Python code; TensorFlow
-# counts those as retracing of one function and warns. They are not retracing.
-tf.get_logger().setLevel("ERROR")
-
-sys.path.insert(0, str(REPO_ROOT))
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.decoding import greedy_search  # noqa: E402
@@ -527,24 +508,11 @@ def main(args):
     if args.quick:
         print("  (--quick sizes: a smoke test, not a measurement of the goals)")
 
-    if hasattr(os, "getloadavg"):
-        machine["load_average_at_end"] = list(os.getloadavg())
-    config = {k: v for k, v in vars(args).items()}
-    record = {
-        "benchmark": "heads",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": config,
+    record = write_record("heads", args, machine, started, {
         "heads": {name: spec for name, spec in specs.items()},
-        "machine": machine,
         "results": results,
         "goals": goals,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=2)
-    print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
+    })
     return record
 
 

@@ -146,6 +146,8 @@ import subprocess
 import sys
 import time
 
+from common import add_thread_arguments, interleaved, machine_info, setup, stats, write_record  # benchmarks/ is the script's folder
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # `--quick`: every size small, one repeat. Options given explicitly still win.
@@ -230,10 +232,7 @@ def parse_args(argv=None):
                         help="steps per configuration and repeat")
     timing.add_argument("--repeats", type=int, default=3,
                         help="timed passes per configuration, interleaved")
-    timing.add_argument("--intra-op-threads", type=int, default=0,
-                        help="TensorFlow intra-op threads (0: TensorFlow's default)")
-    timing.add_argument("--inter-op-threads", type=int, default=0,
-                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    add_thread_arguments(timing)
     memory = parser.add_argument_group("peak memory")
     memory.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True,
                         help="probe the peak memory of every configuration in a child process")
@@ -292,26 +291,11 @@ def parse_args(argv=None):
 
 ARGS = parse_args() if __name__ == "__main__" else None
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ info logs out of the table
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-if ARGS is not None:
-    # Must happen before TensorFlow creates its thread pools.
-    if ARGS.intra_op_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(ARGS.intra_op_threads)
-    if ARGS.inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(ARGS.inter_op_threads)
+setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
 
 import keras  # noqa: E402
-from common import interleaved, machine_info, stats  # noqa: E402  (benchmarks/ is the script's folder)
-
-# Many tf.functions are built from the same Python code; TensorFlow counts those
-# as retracing of one function and warns. They are not retracing.
-tf.get_logger().setLevel("ERROR")
-
-sys.path.insert(0, str(REPO_ROOT))
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.layers.heads import build_head  # noqa: E402
@@ -983,26 +967,14 @@ def main(args):
         print_memory_table(memory)
     goals = check_goals(args, output_layer)
 
-    if hasattr(os, "getloadavg"):
-        machine["load_average_at_end"] = list(os.getloadavg())
-    record = {
-        "benchmark": "sampled",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": {k: v for k, v in vars(args).items() if k != "probe"},
+    record = write_record("sampled", args, machine, started, {
         "heads": specs,
-        "machine": machine,
         "optimizer_update": update,
         "output_layer": output_layer,
         "memory": memory,
         "model": model if args.model else None,
         "goals": goals,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=2)
-    print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
+    }, exclude=("probe",))
     return record
 
 

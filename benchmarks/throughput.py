@@ -46,12 +46,11 @@ Results go to `--output` (JSON, default benchmarks/results/throughput.json).
 """
 
 import argparse
-import json
-import os
 import pathlib
 import statistics
-import sys
 import time
+
+from common import add_thread_arguments, machine_info, setup, write_record  # benchmarks/ is the script's folder
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS_PATH = REPO_ROOT / "zoo" / "data" / "bible-es-en.tsv.gz"
@@ -113,10 +112,7 @@ def parse_args(argv=None):
     timing.add_argument("--extra", default="",
                         help="comma-separated extra variants to time as well: "
                              + ", ".join(k for k in VARIANTS if k not in ("library", "plain")))
-    timing.add_argument("--intra-op-threads", type=int, default=0,
-                        help="TensorFlow intra-op threads (0: TensorFlow's default)")
-    timing.add_argument("--inter-op-threads", type=int, default=0,
-                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    add_thread_arguments(timing)
     parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / "throughput.json"),
                         help="JSON results path")
     args = parser.parse_args(argv)
@@ -136,20 +132,11 @@ def parse_args(argv=None):
 
 ARGS = parse_args() if __name__ == "__main__" else None
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ info logs out of the table
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-if ARGS is not None:
-    # Must happen before TensorFlow creates its thread pools.
-    if ARGS.intra_op_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(ARGS.intra_op_threads)
-    if ARGS.inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(ARGS.inter_op_threads)
+setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
 
 import keras  # noqa: E402
-from common import machine_info  # noqa: E402  (benchmarks/ is the script's folder)
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
 PAD = 0  # tf_outheads.data.special_tokens: PAD 0, UNK 1, BOS 2, EOS 3
@@ -323,7 +310,6 @@ class PlainSeq2Seq(keras.Model):
 # Models, weights and the equivalence check
 # --------------------------------------------------------------------------
 def build_library_model(args, source_vocab, target_vocab):
-    sys.path.insert(0, str(REPO_ROOT))
     from zoo.lstm import LSTMSeq2Seq
 
     return LSTMSeq2Seq(
@@ -649,13 +635,7 @@ def main(args):
           f"(median of paired repeats {wall['median_of_paired_ratios']:.3f}; per CPU-second "
           f"{cpu['ratio_of_medians']:.3f}); goal >= 0.95")
 
-    if hasattr(os, "getloadavg"):
-        machine["load_average_at_end"] = list(os.getloadavg())
-    record = {
-        "benchmark": "throughput",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": {k: v for k, v in vars(args).items()},
-        "machine": machine,
+    record = write_record("throughput", args, machine, started, {
         "data": {"kind": args.data, "source_vocab": source_vocab, "target_vocab": target_vocab,
                  "batch_shapes_BST": shapes, "target_tokens_per_batch": target_tokens,
                  "target_tokens_per_pass": tokens_per_pass,
@@ -663,13 +643,7 @@ def main(args):
         "equivalence_check": equivalence,
         "results": results,
         "ratios": summary,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=2)
-    print(f"wrote {output}")
+    })
     return record
 
 

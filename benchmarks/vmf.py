@@ -124,6 +124,8 @@ import sys
 import tempfile
 import time
 
+from common import add_thread_arguments, interleaved, machine_info, setup, stats, write_record  # benchmarks/ is the script's folder
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BESSEL_PATH = REPO_ROOT / "tf_outheads" / "ops" / "bessel.py"
 DEFAULT_TFP_PYTHON = os.environ.get("TFP_PYTHON") or "/tmp/tfpvenv/bin/python"
@@ -352,10 +354,7 @@ def parse_args(argv=None):
     timing.add_argument("--decode-batch-size", type=int, default=64)
     timing.add_argument("--decode-length", type=int, default=30,
                         help="tokens every sentence emits (EOS blocked until then)")
-    timing.add_argument("--intra-op-threads", type=int, default=0,
-                        help="TensorFlow intra-op threads (0: TensorFlow's default)")
-    timing.add_argument("--inter-op-threads", type=int, default=0,
-                        help="TensorFlow inter-op threads (0: TensorFlow's default)")
+    add_thread_arguments(timing)
     parser.add_argument("--output",
                         default=str(REPO_ROOT / "benchmarks" / "results" / "vmf.json"),
                         help="JSON results path")
@@ -398,26 +397,13 @@ def parse_args(argv=None):
 
 ARGS = parse_args() if __name__ == "__main__" else None
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ info logs out of the table
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-if ARGS is not None:
-    # Must happen before TensorFlow creates its thread pools.
-    if ARGS.intra_op_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(ARGS.intra_op_threads)
-    if ARGS.inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(ARGS.inter_op_threads)
+setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 import mpmath  # noqa: E402
 import vmf_ops  # noqa: E402  (benchmarks/ is the script's folder: our op's timing and mpmath)
-from common import interleaved, machine_info, stats  # noqa: E402
-
-tf.get_logger().setLevel("ERROR")  # many tf.functions from the same code are not retracing
-
-sys.path.insert(0, str(REPO_ROOT))
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.decoding import greedy_search  # noqa: E402
@@ -966,24 +952,12 @@ def main(args):
     if args.model:
         model_record = {str(vocab): run_model(args, vocab) for vocab in args.vocab_list}
     goals = check_goals(args, ops_record, model_record)
-    if hasattr(os, "getloadavg"):
-        machine["load_average_at_end"] = list(os.getloadavg())
-    record = {
-        "benchmark": "vmf",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": vars(args),
-        "machine": machine,
+    record = write_record("vmf", args, machine, started, {
         "vmf_loss": VMF_OPTIONS,
         "ops": ops_record,
         "model": model_record,
         "goals": goals,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=2)
-    print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
+    })
     return record
 
 

@@ -39,12 +39,11 @@ Results go to `--output` (JSON, default benchmarks/results/vmf_ops.json).
 """
 
 import argparse
-import json
-import os
 import pathlib
 import statistics
-import sys
 import time
+
+from common import machine_info, setup, write_record  # benchmarks/ is the script's folder
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DTYPE_CHOICES = ("float16", "bfloat16", "float32", "float64")
@@ -103,14 +102,11 @@ def parse_args(argv=None):
 
 ARGS = parse_args() if __name__ == "__main__" else None
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ info logs out of the table
+setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
 
-import mpmath  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from common import machine_info  # noqa: E402  (benchmarks/ is the script's folder)
-
-sys.path.insert(0, str(REPO_ROOT))
+import mpmath  # noqa: E402
 
 from tf_outheads.ops import log_vmf_normalizer  # noqa: E402
 from tf_outheads.ops import log_vmf_normalizer_lower_bound  # noqa: E402
@@ -238,27 +234,14 @@ def main(args):
                           flush=True)
     print_table(args, rows)
 
-    if hasattr(os, "getloadavg"):
-        machine["load_average_at_end"] = list(os.getloadavg())
-    config = {k: v for k, v in vars(args).items()}
-    record = {
-        "benchmark": "vmf_ops",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": config,
-        "machine": machine,
+    record = write_record("vmf_ops", args, machine, started, {
         "mpmath": mpmath.__version__,
         "error_definitions": {
             "value_max_error": "max |y - ref| / max(|ref|, 1), ref = log C_m(κ) from mpmath",
             "gradient_max_relative_error": "max |g - ref| / |ref|, ref = -I_{m/2}(κ)/I_{m/2-1}(κ)",
         },
         "results": rows,
-        "wall_seconds": time.perf_counter() - started,
-    }
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=2)
-    print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
+    })
     return record
 
 

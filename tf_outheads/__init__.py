@@ -1,11 +1,12 @@
 """tf_outheads: output layers for neural machine translation on Keras 3 / TensorFlow.
 
 The public surface is the explicit list below (`__all__`); submodules
-(`tf_outheads.data`, `.decoding`, `.metrics`, `.training`) hold the rest.
+(`tf_outheads.data`, `.decoding`, `.export`, `.metrics`, `.training`) hold the rest.
 """
 
 from tf_outheads import data
 from tf_outheads import decoding
+from tf_outheads import export
 from tf_outheads import metrics
 from tf_outheads import training
 from tf_outheads.decoding.greedy import greedy_search
@@ -17,12 +18,15 @@ from tf_outheads.layers.heads import CategoricalHead
 from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
+from tf_outheads.layers.rewe_head import ReWEHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
 from tf_outheads.losses.embedding_regression import MSEEmbeddingLoss
 from tf_outheads.losses.embedding_regression import cosine_embedding_loss
 from tf_outheads.losses.embedding_regression import mse_embedding_loss
+from tf_outheads.losses.rewe import ReWELoss
+from tf_outheads.losses.rewe import rewe_loss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.sampled_softmax import sampled_softmax_loss
 from tf_outheads.losses.vmf import VMFLoss
@@ -45,6 +49,8 @@ __all__ = [
     "LuongAttention",
     "MSEEmbeddingLoss",
     "MaskedSequenceCrossEntropy",
+    "ReWEHead",
+    "ReWELoss",
     "SampledSoftmaxLoss",
     "SoftmaxHead",
     "TiedSoftmaxHead",
@@ -55,6 +61,7 @@ __all__ = [
     "cosine_embedding_loss",
     "data",
     "decoding",
+    "export",
     "greedy_search",
     "JointEmbeddingHead",
     "LazyAdam",
@@ -62,6 +69,7 @@ __all__ = [
     "mse_embedding_loss",
     "metrics",
     "parameter_report",
+    "rewe_loss",
     "sampled_softmax_loss",
     "training",
     "translate",

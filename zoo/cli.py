@@ -1,8 +1,9 @@
-"""`tf-outheads train | translate | evaluate` — a thin layer over the library.
+"""`tf-outheads train | translate | evaluate | export` — a thin layer over the library.
 
     tf-outheads train --preset lstm-cpu --run-dir runs/lstm-cpu
     tf-outheads translate --run-dir runs/lstm-cpu --input src.txt --output hyp.txt
     tf-outheads evaluate --hypotheses runs/lstm-cpu/test.hyp --split test --run-dir runs/lstm-cpu
+    tf-outheads export --run-dir runs/lstm-cpu --output exports/translator/1
 """
 
 import argparse
@@ -48,8 +49,10 @@ def _translate(args):
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     sources = read_lines(args.input) if args.input != "-" else sys.stdin.read().splitlines()
     options = dict(preset["decode"])
-    if args.batch_size:
-        options["batch_size"] = args.batch_size
+    for name in ("batch_size", "beam_size", "length_penalty", "replace_unk"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
     hypotheses = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
     text = "\n".join(hypotheses) + ("\n" if hypotheses else "")
     if args.output in (None, "-"):
@@ -57,6 +60,42 @@ def _translate(args):
     else:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def _compare(args):
+    from zoo.compare import compare_runs
+
+    compare_runs(args.run_dirs, args.output, labels=args.labels, window=args.window)
+
+
+def _int_tuple(text):
+    """`"1,2,4"` → `(1, 2, 4)` (argparse type of --beam-sizes)."""
+    try:
+        return tuple(int(value) for value in text.split(",") if value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from None
+
+
+def _export(args):
+    from tf_outheads.export import export_options, export_translator
+    from zoo.train import load_run
+
+    model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
+    # Defaults of the SavedModel's signatures: the run's decoding settings,
+    # unless given here.
+    options = export_options(preset["decode"])
+    for name in ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
+                 "beam_sizes", "max_source_length"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+    try:
+        path = export_translator(model, source_tokenizer, target_tokenizer, args.output,
+                                 **options)
+    except ValueError as error:  # an option out of range
+        raise SystemExit(f"error: {error}")
+    print(f"[export] SavedModel written to {path} (signatures serving_default, translate; "
+          f"see serving/README.md)")
 
 
 def _evaluate(args):
@@ -128,7 +167,43 @@ def build_parser():
     translate.add_argument("--input", required=True, help="one source sentence per line, or -")
     translate.add_argument("--output", help="hypotheses file (default stdout)")
     translate.add_argument("--batch-size", type=int)
+    translate.add_argument("--beam-size", type=int,
+                           help="beam width (default: the run's decode.beam_size; 1 = greedy)")
+    translate.add_argument("--length-penalty", type=float,
+                           help="GNMT alpha (default: the run's decode.length_penalty)")
+    translate.add_argument("--replace-unk", action=argparse.BooleanOptionalAction, default=None,
+                           help="copy the most-attended source word over each <unk> "
+                                "(default: the run's decode.replace_unk)")
     translate.set_defaults(func=_translate)
+
+    export = commands.add_parser(
+        "export", help="write a SavedModel that translates raw strings (TF Serving)")
+    export.add_argument("--run-dir", required=True, help="a trained run (model.keras, tokenizers)")
+    export.add_argument("--output", required=True,
+                        help="SavedModel directory; for TF Serving a version directory, "
+                             "e.g. exports/translator/1")
+    export.add_argument("--beam-size", type=int,
+                        help="default beam width (default: the run's decode.beam_size)")
+    export.add_argument("--length-penalty", type=float,
+                        help="default GNMT alpha (default: the run's decode.length_penalty)")
+    export.add_argument("--num-hypotheses", type=int, help="default n-best size (default 1)")
+    export.add_argument("--replace-unk", action=argparse.BooleanOptionalAction, default=None,
+                        help="default for <unk> replacement (default: the run's "
+                             "decode.replace_unk, else off)")
+    export.add_argument("--beam-sizes", type=_int_tuple,
+                        help="beam widths the graph holds, comma-separated (default 1,2,4,5,8)")
+    export.add_argument("--max-source-length", type=int,
+                        help="subword pieces kept per source, EOS included (default 256)")
+    export.set_defaults(func=_export)
+
+    compare = commands.add_parser(
+        "compare", help="plot training NLL and dev BLEU of several runs side by side")
+    compare.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    compare.add_argument("--output", required=True, help="directory for the plots and tables")
+    compare.add_argument("--labels", nargs="+", help="one name per run (default: directory names)")
+    compare.add_argument("--window", type=int, default=50,
+                         help="steps in the moving average of the NLL curves (default 50)")
+    compare.set_defaults(func=_compare)
 
     evaluate = commands.add_parser("evaluate", help="BLEU/chrF of a hypotheses file")
     evaluate.add_argument("--hypotheses", required=True)

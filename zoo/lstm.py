@@ -20,6 +20,7 @@ from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.heads import build_head, head_to_spec
+from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
 from tf_outheads.training.head_loss import HeadLossMixin
 
 
@@ -175,7 +176,9 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         """Incremental decoding: `ids_t (B,)` → `(h_t (B, d_h), new_state)`."""
         return self._step(self.embedding(ids_t), state)
 
-    def call(self, target_in, state, training=False):
+    def call(self, target_in, state, training=False, return_alignments=False):
+        """Teacher forcing: `h (B, T, d_h)`, and with `return_alignments` also
+        the attention weights `(B, T, S)` of every step."""
         embedded = self.embedding(target_in)  # (B, T, E)
         noise = None
         if training and self.dropout > 0:
@@ -191,24 +194,31 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         constants = {k: v for k, v in state.items() if k not in carry_keys}
         steps = tf.shape(xs)[0]
         outputs = tf.TensorArray(xs.dtype, size=steps, element_shape=state["attentional"].shape)
+        alignments = tf.TensorArray("float32", size=steps if return_alignments else 0,
+                                    element_shape=state["alignment"].shape)
 
         # A while loop, not keras.ops.scan: the TF backend's scan requires the
         # per-step outputs to have the carry's structure.
-        def body(t, carry, outputs):
+        def body(t, carry, outputs, alignments):
             full = dict(constants)
             full.update(zip(carry_keys, carry))
             noise_t = noise[t] if noise is not None else None
             output, new_state = self._step(xs[t], full, noise_t)
-            return t + 1, tuple(new_state[k] for k in carry_keys), outputs.write(t, output)
+            if return_alignments:
+                alignments = alignments.write(t, ops.cast(new_state["alignment"], "float32"))
+            return (t + 1, tuple(new_state[k] for k in carry_keys), outputs.write(t, output),
+                    alignments)
 
-        _, _, outputs = tf.while_loop(
+        _, _, outputs, alignments = tf.while_loop(
             lambda t, *_: t < steps,
             body,
-            (tf.constant(0), tuple(state[k] for k in carry_keys), outputs),
+            (tf.constant(0), tuple(state[k] for k in carry_keys), outputs, alignments),
             maximum_iterations=steps,  # lets XLA size the TensorArray
         )
-        outputs = outputs.stack()  # (T, B, H)
-        return ops.transpose(outputs, (1, 0, 2))  # (B, T, H)
+        outputs = ops.transpose(outputs.stack(), (1, 0, 2))  # (B, T, H)
+        if return_alignments:
+            return outputs, ops.transpose(alignments.stack(), (1, 0, 2))  # (B, T, S)
+        return outputs
 
 
 @export
@@ -245,6 +255,14 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
             or a spec dict `{"class_name": ..., "config": {...}}`. Heads that reuse
             the target embedding get this model's target embedding.
             Defaults to `"softmax"`.
+        rewe: a ReWE head (Jauregi Unanue et al. 2019), trained next to the
+            head and ignored at inference: `None`, `True` (the paper's
+            Linear(d_h→200) → ReLU → Linear(200→m) regressing this model's
+            target embedding), a `tf_outheads.ReWEHead` config dict (e.g.
+            `{"targets": "pretrained", "embedding_dim": 300}`), a spec dict or a
+            `ReWEHead`. Its weights are created after all others, so the rest
+            of the model starts from the same values with or without it.
+            Defaults to `None`.
         **kwargs: passed to `keras.Model`.
 
     Call arguments:
@@ -256,7 +274,10 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         The head's output: logits `(B, T, V)` for categorical heads. Compiled
         with a loss that scores candidates itself (`SampledSoftmaxLoss`), a
         training-mode call returns the decoder outputs `(B, T, d_h)` instead
-        (`tf_outheads.training.HeadLossMixin`).
+        (`tf_outheads.training.HeadLossMixin`). With a ReWE head, training
+        and evaluation steps of a model compiled with a `"rewe"` loss return
+        `{"logits": (B, T, V), "rewe": (B, T, m)}`; `model(x)`, `predict` and
+        decoding see only the logits.
 
     Example:
     ```python
@@ -286,6 +307,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         attention_score="general",
         uniform_init=None,
         head="softmax",
+        rewe=None,
         encoder_layers=None,
         decoder_layers=None,
         source_embedding_dim=None,
@@ -341,6 +363,16 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         self.head = build_head(head, target_vocabulary_size, self.target_embedding,
                                dtype=self.dtype_policy)
         self._build_all()
+        # Built after every other weight, so those draw the same initial values
+        # with or without it (λ = 0 then trains exactly as the plain model).
+        self.rewe = build_rewe_head(rewe, target_vocabulary_size, self.target_embedding,
+                                    dtype=self.dtype_policy)
+        if self.rewe is not None:
+            if not self.rewe.built:
+                self.rewe.build((None, None, self.hidden_dim))
+            for variable in self.rewe.trainable_weights if self.uniform_init else ():
+                variable.assign(keras.random.uniform(
+                    variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype))
 
     def _build_all(self):
         # Everything has a known shape: build now so weights exist before any call
@@ -404,6 +436,20 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
 
         return step_fn
 
+    def source_alignments(self, source_ids, target_in):
+        """Attention weights `(B, T, S)` float32 of every target position.
+
+        Row `t` is the distribution over source positions the decoder
+        attended to when it scored the word after `target_in[:, t]`: run on
+        `[BOS] + output[:-1]`, it says where each output word came from
+        (`tf_outheads.decoding.replace_unknown_words`). Padding positions of
+        the source get weight 0.
+        """
+        state = self.encode(source_ids, training=False)
+        _, alignments = self.decoder(ops.cast(target_in, "int32"), state, training=False,
+                                     return_alignments=True)
+        return alignments
+
     def parameter_groups(self):
         """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
         return {
@@ -412,6 +458,8 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
             "decoder": [w for w in self.decoder.weights
                         if all(w is not e for e in self.target_embedding.weights)],
             "output_layer": self.head.weights,
+            # Training only: not part of the inference model.
+            **({"rewe": self.rewe.weights} if self.rewe is not None else {}),
         }
 
     def get_config(self):
@@ -432,6 +480,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
                 "attention_score": self.attention_score,
                 "uniform_init": self.uniform_init,
                 "head": head_to_spec(self.head),
+                "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
             }
         )
         return config

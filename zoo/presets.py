@@ -251,6 +251,44 @@ PRESETS["lstm-cpu-vmf-softmax"]["description"] = (
     "lstm-cpu-vmf's softmax baseline: same separate vocabularies, tied softmax")
 PRESETS["lstm-cpu-vmf-softmax"]["data"].update(joint_vocabulary=False)
 PRESETS["lstm-cpu-vmf-softmax"]["model"]["head"] = "tied"
+PRESETS["lstm-cpu-vmf"]["decode"]["replace_unk"] = True  # VIVO Table 3: "Unk replacement"
+
+# The VIVO report's Table 3 (Kumar & Tsvetkov 2019's settings), both columns:
+# 1 encoder and 2 decoder layers, hidden 1024, source embedding 512, target
+# embedding 300 (the FastText size), 50K vocabularies per side, sentences up to
+# 100 tokens, Adam (5e-4 vMF, 2e-4 softmax), input feeding, weight tying for the
+# softmax, unknown-word replacement. Not in Table 3, so ours: a bidirectional
+# encoder (as in ReWE's set-up), dropout 0.3, clipnorm 5, batches of 4096
+# tokens, BPE pieces instead of words. The Bible corpus has fewer than 50K
+# pieces per language: give a larger corpus with --corpus.
+_VIVO = {
+    "data": dict(_BIBLE_DATA, vocab_size=50000, joint_vocabulary=False, batch_tokens=4096,
+                 target_vectors={"dim": 300, "epochs": 5, "path": None}),
+    "model": {
+        "embedding_dim": 300,
+        "source_embedding_dim": 512,
+        "hidden_dim": 1024,
+        "num_layers": 2,
+        "encoder_layers": 1,
+        "decoder_layers": 2,
+        "bidirectional_encoder": True,
+        "dropout": 0.3,
+        "input_feeding": True,
+        "attention_score": "general",
+        "uniform_init": None,
+        "head": {"class_name": "continuous", "config": {"output_dim": 300}},
+    },
+    "train": dict(copy.deepcopy(_PAPPAS_LSTM["train"]), learning_rate=5e-4,
+                  loss=copy.deepcopy(_VMF_LOSS)),
+    "decode": dict(_PAPPAS_LSTM["decode"], replace_unk=True),
+}
+PRESETS["lstm-vivo-vmf"] = dict(copy.deepcopy(_VIVO), description=(
+    "VIVO report Table 3, vMF column: 1+2-layer LSTM 1024, vMF loss (λ1 0.02, λ2 0.1)"))
+PRESETS["lstm-vivo-softmax"] = dict(copy.deepcopy(_VIVO), description=(
+    "VIVO report Table 3, softmax column: 1+2-layer LSTM 1024, tied softmax"))
+PRESETS["lstm-vivo-softmax"]["data"]["target_vectors"] = None
+PRESETS["lstm-vivo-softmax"]["model"]["head"] = "tied"
+PRESETS["lstm-vivo-softmax"]["train"].update(learning_rate=2e-4, loss=None)
 
 DEFAULT_PRESET = "lstm-cpu"
 
@@ -278,3 +316,93 @@ def get_preset(name, overrides=None):
             )
         preset[section][key] = value
     return preset
+
+
+# -- ReWE (Jauregi Unanue et al. 2019) ---------------------------------------------------
+# A ReWE head (Linear(d_h→200) → ReLU → Linear(200→300), Eq. 5) regresses the gold
+# word's embedding next to the categorical head; loss NLL + 20·(1 − cos) (Eq. 7,
+# CEL, λ = 20: every main result, Table 2). Targets: the paper regresses toward
+# *pretrained* fastText vectors (§2, §3.2; in their code the decoder's input
+# embedding, initialised from those vectors, supplementary A), so these presets
+# regress a frozen 300-d FastText table trained on the run's own target side
+# (nothing can be downloaded; `data.target_vectors.path` takes a .vec file).
+# `LSTMSeq2Seq` cannot initialise its input embeddings from the vectors, so they
+# start random as in the plain model of each pair. Inference ignores the head.
+_REWE_TARGET_VECTORS = {"dim": 300, "epochs": 5, "path": None}
+_REWE_HEAD = {"hidden_dim": 200, "embedding_dim": 300, "targets": "pretrained"}
+_REWE_LOSS = {"weight": 20.0, "distance": "cosine"}
+
+# CPU pair: lstm-cpu (the plain model, unchanged) and lstm-cpu + ReWE, same data,
+# steps and seed.
+PRESETS["lstm-cpu-rewe"] = copy.deepcopy(PRESETS["lstm-cpu"])
+PRESETS["lstm-cpu-rewe"]["description"] = (
+    "lstm-cpu + ReWE (λ = 20, cosine) regressing frozen 300-d FastText target vectors, "
+    "the paper's main setting; plain pair: lstm-cpu")
+PRESETS["lstm-cpu-rewe"]["data"]["target_vectors"] = dict(_REWE_TARGET_VECTORS)
+PRESETS["lstm-cpu-rewe"]["model"]["rewe"] = dict(_REWE_HEAD)
+PRESETS["lstm-cpu-rewe"]["train"]["rewe"] = dict(_REWE_LOSS)
+
+# The paper's set-up (supplementary A, after Denkowski & Neubig 2017): 1-layer
+# BiLSTM encoder, LSTM decoder, hidden 1024, embeddings 300, sentences up to 100
+# tokens, Adam 2e-4, batches of 40 sentences, evaluation every 25,000 sentences
+# (here every 600 steps ≈ 24,000 verses: TensorBoard records epoch values only at
+# multiples of its update_freq, 50), beam 5; BPE on both languages together (their 32,000 merges for
+# en-fr; the Bible corpus gives about 32K pieces). Not reproduced, and not
+# faked: Bahdanau (additive) attention (ours is Luong "general" with input
+# feeding, as OpenNMT-py's default), fastText-initialised input embeddings, the
+# 50K word vocabularies with unknown-word replacement, the restart / halving
+# learning-rate schedule (here: early stopping on dev BLEU), batches counted in
+# sentences (here ~2048 padded tokens ≈ 40 verses). Dropout 0.3, uniform(±0.1)
+# initialisation and clipnorm 5 are OpenNMT-py's defaults (the paper does not
+# give them).
+_REWE_PAPER = {
+    "data": dict(_BIBLE_DATA, vocab_size=32000, joint_vocabulary=True, batch_tokens=2048,
+                 max_length=100, target_vectors=dict(_REWE_TARGET_VECTORS)),
+    "model": {
+        "embedding_dim": 300,
+        "hidden_dim": 1024,
+        "num_layers": 1,
+        "bidirectional_encoder": True,
+        "dropout": 0.3,
+        "input_feeding": True,
+        "attention_score": "general",
+        "uniform_init": 0.1,
+        "head": "softmax",
+        "rewe": dict(_REWE_HEAD),
+    },
+    "train": dict(copy.deepcopy(_PAPPAS_LSTM["train"]), learning_rate=2e-4,
+                  steps_per_epoch=600, epochs=100, patience=10, rewe=dict(_REWE_LOSS)),
+    "decode": dict(_PAPPAS_LSTM["decode"], beam_size=5),
+}
+PRESETS["lstm-rewe-paper"] = dict(copy.deepcopy(_REWE_PAPER), description=(
+    "ReWE paper (Jauregi Unanue et al. 2019): BiLSTM/LSTM 1024, embeddings 300, "
+    "ReWE λ = 20 cosine to frozen 300-d FastText vectors"))
+PRESETS["lstm-rewe-paper-plain"] = dict(copy.deepcopy(_REWE_PAPER), description=(
+    "ReWE paper's baseline: lstm-rewe-paper without the ReWE head"))
+PRESETS["lstm-rewe-paper-plain"]["data"]["target_vectors"] = None
+PRESETS["lstm-rewe-paper-plain"]["model"]["rewe"] = None
+PRESETS["lstm-rewe-paper-plain"]["train"]["rewe"] = None
+
+# Supplementary C, on the CPU model. Contrastive A: no ReWE network; the ReWE
+# loss compares e(argmax p_j), the predicted word's input embedding, with the
+# gold word's (the input embedding, stop-gradient), λ = 0.2 (their best, Table 7).
+PRESETS["lstm-cpu-rewe-contrastive-a"] = copy.deepcopy(PRESETS["lstm-cpu"])
+PRESETS["lstm-cpu-rewe-contrastive-a"]["description"] = (
+    "ReWE contrastive A: loss between e(argmax p) and e(y) (input embedding), λ = 0.2")
+PRESETS["lstm-cpu-rewe-contrastive-a"]["model"]["rewe"] = {
+    "targets": "input_embedding", "prediction": "predicted_word"}
+PRESETS["lstm-cpu-rewe-contrastive-a"]["train"]["rewe"] = {"weight": 0.2, "distance": "cosine"}
+# Contrastive B: ReWE alone, decoded by nearest neighbour — a continuous head
+# whose map is the ReWE network (200 ReLU units → 300), cosine loss to the frozen
+# FastText vectors, cosine scores. Separate vocabularies, as lstm-cpu-vmf: with a
+# joint one, Spanish-only pieces would be targets without an English vector.
+PRESETS["lstm-cpu-rewe-contrastive-b"] = copy.deepcopy(PRESETS["lstm-cpu"])
+PRESETS["lstm-cpu-rewe-contrastive-b"]["description"] = (
+    "ReWE contrastive B: ReWE network alone (cosine loss), nearest-neighbour decoding")
+PRESETS["lstm-cpu-rewe-contrastive-b"]["data"].update(
+    joint_vocabulary=False, target_vectors=dict(_REWE_TARGET_VECTORS))
+PRESETS["lstm-cpu-rewe-contrastive-b"]["model"]["head"] = {
+    "class_name": "continuous",
+    "config": {"output_dim": 300, "hidden_units": 200, "activation": "relu", "scoring": "cosine"}}
+PRESETS["lstm-cpu-rewe-contrastive-b"]["train"].update(
+    loss={"class_name": "cosine", "config": {}}, label_smoothing=0.0)

@@ -4,6 +4,7 @@ Everything here is a few calls into `tf_outheads`; the CLI (`zoo.cli`) is a thin
 layer over `run_training`, `translate_file` and `evaluate_files`.
 """
 
+import csv
 import json
 import os
 import time
@@ -14,11 +15,13 @@ import tensorflow as tf
 from tf_outheads import data as tfo_data
 from tf_outheads.decoding.translate import Translator
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss, MSEEmbeddingLoss
+from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training.fit import compile_for_translation, translation_callbacks
 from zoo.lstm import LSTMSeq2Seq
+from zoo.plots import write_line_plot
 from zoo.presets import get_preset
 
 MODEL_TYPES = {"lstm": LSTMSeq2Seq}
@@ -81,6 +84,24 @@ def build_model(preset, source_vocabulary_size, target_vocabulary_size):
 
 
 def training_loss(train_config):
+    """`compile_for_translation` keywords for the preset's losses.
+
+    The output layer's loss (`_output_loss`) and, with `train.rewe`
+    (`{"weight": λ, "distance": "cosine" | "mse"}`, Eq. 7 of ReWE), the ReWE
+    loss of a model built with `model.rewe`.
+    """
+    keywords = _output_loss(train_config)
+    rewe = train_config.get("rewe")
+    if rewe:
+        if not isinstance(rewe, dict) or set(rewe) - {"weight", "distance"}:
+            raise ValueError("train.rewe must be {'weight': λ, 'distance': 'cosine' or 'mse'} "
+                             f"or None. Received: {rewe!r}")
+        keywords.update(rewe_weight=rewe.get("weight", PAPER_REWE_WEIGHT),
+                        rewe_loss=ReWELoss(rewe.get("distance", "cosine")))
+    return keywords
+
+
+def _output_loss(train_config):
     """`compile_for_translation` keywords for the preset's loss: full or sampled softmax."""
     named = train_config.get("loss")
     if named:
@@ -126,8 +147,10 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     Files written to `run_dir`: `preset.json`, the SentencePiece model(s) and
     `tokenizer.json`, `checkpoints/best.weights.h5`, `model.keras` (the best
     dev-BLEU weights), `logs/` (TensorBoard), `history.csv`, `bleu.jsonl`,
-    `dev.hyp`, `test.hyp`, `results.json`. Re-running with the same `run_dir`
-    reuses the tokenizer and resumes an interrupted training from `backup/`.
+    `dev.hyp`, `test.hyp`, `results.json`, `loss_curves.csv` and
+    `loss_curves.svg` (the loss of every step; with a ReWE head NLL and ReWE
+    separately). Re-running with the same
+    `run_dir` reuses the tokenizer and resumes an interrupted training from `backup/`.
     """
     start = time.time()
     preset = get_preset(preset_name, overrides)
@@ -169,11 +192,18 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
                                        train_config["seed"], log=log)
         model.head.set_target_vectors(table.vectors)
+    rewe = getattr(model, "rewe", None)
+    if rewe is not None and rewe.targets == "pretrained":
+        # ReWE regressing pretrained vectors: the same FastText table, frozen.
+        table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
+                                       train_config["seed"], log=log)
+        rewe.set_target_vectors(table.vectors)
+    loss_keywords = training_loss(train_config)
     compile_for_translation(
         model,
         learning_rate=train_config["learning_rate"],
         clipnorm=train_config["clipnorm"],
-        **training_loss(train_config),
+        **loss_keywords,
     )
     log(f"[model] {type(model).__name__} {preset['model']}")
     log(str(parameter_report(model)))
@@ -190,6 +220,13 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         max_steps=train_config["max_steps"],
         decode_options=decode_config,
     )
+    # The training losses step by step: with ReWE, NLL and ReWE separately (the
+    # paper's Figure 3); plain runs write the same file, for comparing the two.
+    rewe_weight = loss_keywords.get("rewe_weight")
+    callbacks.append(LossCurves(
+        os.path.join(run_dir, "loss_curves.csv"),
+        None if rewe is None else (PAPER_REWE_WEIGHT if rewe_weight is None else rewe_weight),
+        log=log))
     model.fit(
         train_dataset,
         epochs=train_config["epochs"],
@@ -231,6 +268,80 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         f"test BLEU {results['test'][primary]['score']:.2f} "
         f"({results['steps']} steps, {results['total_seconds'] / 60:.1f} min)")
     return results
+
+
+class LossCurves(keras.callbacks.Callback):
+    """Per-step training losses → CSV, and a plot at the end of training.
+
+    Without ReWE (`rewe_weight=None`) one column, `loss` (the output layer's loss
+    as compiled: the NLL, label smoothing included). With ReWE the curves of its
+    Figure 3 (Jauregi Unanue et al. 2019): training loss (Eq. 7), NLL
+    (`logits_loss`), ReWE loss (`rewe_loss`) and λ·ReWE. Keras logs running
+    means over the epoch; the loss of each step is the increment of its loss
+    tracker's sums (a Keras `Mean`: `total`, `count`). Rows are appended to
+    `path` (`step,epoch,loss[,logits_loss,rewe_loss,weighted_rewe_loss]`), so a
+    resumed run continues the file. At the end, the plot (`.svg` next to `path`,
+    `zoo.plots.write_line_plot`). `zoo.plots.nll_curve` reads either form back.
+    """
+
+    def __init__(self, path, rewe_weight=None, log=print):
+        super().__init__()
+        self.path = path
+        self.rewe_weight = None if rewe_weight is None else float(rewe_weight)
+        self.names = ("loss",) if rewe_weight is None else ("loss", "logits_loss", "rewe_loss")
+        self.columns = ("step", "epoch") + self.names + (
+            () if rewe_weight is None else ("weighted_rewe_loss",))
+        self.log = log
+        self._sums = {}
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._sums = {}  # Keras resets its trackers at every epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        trackers = {metric.name: metric for metric in self.model.metrics}
+        row = {"step": int(self.model.optimizer.iterations.numpy()), "epoch": self._epoch + 1}
+        for name in self.names:
+            sums = {v.name: float(v.numpy()) for v in getattr(trackers.get(name), "variables", ())}
+            if {"total", "count"} <= set(sums):
+                total, count = self._sums.get(name, (0.0, 0.0))
+                self._sums[name] = (sums["total"], sums["count"])
+                if sums["count"] > count:
+                    row[name] = (sums["total"] - total) / (sums["count"] - count)
+                    continue
+            row[name] = float(logs.get(name, float("nan")))  # the running mean
+        if self.rewe_weight is not None:
+            row["weighted_rewe_loss"] = self.rewe_weight * row["rewe_loss"]
+        new_file = not os.path.exists(self.path)
+        with open(self.path, "a", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.columns)
+            if new_file:
+                writer.writeheader()
+            writer.writerow(row)
+
+    def on_train_end(self, logs=None):
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        if not rows:
+            return
+        steps = [int(row["step"]) for row in rows]
+        if self.rewe_weight is None:
+            labels = (("loss", "training loss (NLL)"),)
+            title = "Training loss per step"
+        else:
+            labels = (("loss", "training loss (NLL + λ·ReWE, Eq. 7)"),
+                      ("logits_loss", "NLL"),
+                      ("rewe_loss", "ReWE"),
+                      ("weighted_rewe_loss", f"λ·ReWE (λ = {self.rewe_weight:g})"))
+            title = "Training losses per step (ReWE, Figure 3)"
+        series = {label: (steps, [float(row[column]) for row in rows]) for column, label in labels}
+        image = os.path.splitext(self.path)[0] + ".svg"
+        write_line_plot(image, series, title=title, xlabel="training step", ylabel="loss")
+        self.log(f"[curves] {image}")
 
 
 def load_run(run_dir):

@@ -112,3 +112,14 @@ def test_beam_search_with_a_continuous_head(bible_tokenizer, bible_slice):
 def test_bad_beam_size_is_refused(model, bible_tokenizer):
     with pytest.raises(ValueError, match="beam_size=0"):
         Translator(model, bible_tokenizer, bible_tokenizer, beam_size=0)
+
+
+def test_sources_without_a_piece_translate_to_empty_strings(model, bible_tokenizer, bible_slice):
+    # As the exported signature does: no piece, nothing to translate.
+    sources = ["", bible_slice.sources[0], "   \t ", bible_slice.sources[1]]
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=2)
+    outputs = translator.translate(sources)
+    assert outputs[0] == "" and outputs[2] == ""
+    assert outputs[1] == translator.translate([sources[1]])[0]
+    assert outputs[3] == translator.translate([sources[3]])[0]
+    assert translator.translate(["", " "]) == ["", ""]

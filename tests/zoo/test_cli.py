@@ -1,30 +1,19 @@
 """End to end through the CLI on a small real slice of the Bible corpus."""
 
-import gzip
 import json
 import os
 
 import pytest
 
+from tests.corpus import write_corpus_slice
 from zoo import cli
-from zoo.presets import EMBEDDED_CORPUS, get_preset
+from zoo.presets import get_preset
 
 
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
     """A TSV in the embedded corpus's format: 600 train, 30 dev, 30 test verses."""
-    keep = {"train": 600, "dev": 30, "test": 30}
-    rows = []
-    with gzip.open(EMBEDDED_CORPUS, "rt", encoding="utf-8") as f:
-        header = next(f)
-        for line in f:
-            split = line.split("\t")[1]
-            if keep[split] > 0:
-                keep[split] -= 1
-                rows.append(line)
-    path = tmp_path_factory.mktemp("corpus") / "small.tsv"
-    path.write_text(header + "".join(rows), encoding="utf-8")
-    return str(path)
+    return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "small.tsv", 600, 30, 30)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +37,11 @@ def test_train_writes_translations_and_results(trained_run):
     for name in ("model.keras", "tokenizer.json", "preset.json", "history.csv", "bleu.jsonl"):
         assert os.path.exists(os.path.join(trained_run, name)), name
     assert results["parameters"]["output_layer"] == 400  # tied: only the bias
+    with open(os.path.join(trained_run, "loss_curves.csv")) as f:
+        header, *rows = [line.split(",") for line in f.read().splitlines()]
+    assert header == ["step", "epoch", "loss"]  # a plain run: the loss is the NLL
+    assert [int(row[0]) for row in rows] == list(range(1, 13))
+    assert os.path.exists(os.path.join(trained_run, "loss_curves.svg"))
 
 
 def test_translate_command_keeps_line_count_and_order(trained_run, tmp_path, capsys):
@@ -57,6 +51,38 @@ def test_translate_command_keeps_line_count_and_order(trained_run, tmp_path, cap
     cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
               "--output", str(output)])
     assert len(output.read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_translate_command_takes_beam_search_options(trained_run, tmp_path):
+    from tf_outheads.decoding import Translator
+    from zoo.train import load_run
+
+    sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
+    source = tmp_path / "src.txt"
+    source.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    output = tmp_path / "hyp.txt"
+    cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
+              "--output", str(output), "--beam-size", "3", "--length-penalty", "0.6",
+              "--no-replace-unk"])
+    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    options = dict(preset["decode"], beam_size=3, length_penalty=0.6, replace_unk=False)
+    expected = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
+    assert output.read_text(encoding="utf-8").splitlines() == expected
+
+
+def test_compare_command_writes_plots_and_the_score_table(trained_run, tmp_path, capsys):
+    output = tmp_path / "compare"
+    cli.main(["compare", trained_run, trained_run, "--labels", "first", "second",
+              "--output", str(output), "--window", "4"])
+    with open(os.path.join(trained_run, "results.json")) as f:
+        results = json.load(f)
+    rows = json.loads((output / "comparison.json").read_text())
+    assert [row["run"] for row in rows] == ["first", "second"]
+    assert rows[0]["steps"] == 12
+    assert rows[0]["test bleu[en_web]"] == round(results["test"]["bleu[en_web]"]["score"], 2)
+    assert (output / "nll.svg").read_text().count("<polyline") == 2
+    assert "| first |" in (output / "comparison.md").read_text()
+    assert "| first |" in capsys.readouterr().out
 
 
 def test_evaluate_reports_bleu_chrf_and_parameters(trained_run, small_corpus, tmp_path, capsys):

@@ -276,6 +276,15 @@ class SubwordTokenizer(tf.Module):
         """Returns the piece (str) at id `piece_id`, e.g. `"</s>"` for 3."""
         return self._processor.id_to_piece(int(piece_id))
 
+    def id_to_string(self, ids):
+        """In-graph piece strings of an int tensor of ids (any shape), e.g. `b"▁God"`.
+
+        Unlike `id_to_piece` (eager, one id), this is a TensorFlow op
+        (tensorflow-text's `SentencepieceIdToStringOp`) usable inside
+        `tf.function` and exported graphs.
+        """
+        return self._run("id_to_string", ids)
+
     def piece_to_id(self, piece):
         """Returns the id (int) of `piece`; unknown pieces give `UNK_ID`."""
         return int(self._processor.piece_to_id(piece))

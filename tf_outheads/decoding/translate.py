@@ -126,8 +126,9 @@ class Translator:
         target_in = np.concatenate(
             [np.full((ids.shape[0], 1), BOS_ID, ids.dtype), ids[:, :-1]], axis=1)
         alignments = self._align(tf.constant(source_ids), tf.constant(target_in))
-        return replace_unknown_words(ids, source_ids, alignments.numpy(),
-                                     self.source_tokenizer, self.target_tokenizer)
+        texts = replace_unknown_words(ids, source_ids, alignments,
+                                      self.source_tokenizer, self.target_tokenizer)
+        return [text.decode("utf-8") for text in texts.numpy()]
 
     def translate(self, sentences):
         """Translate a list of raw source strings; returns a list of strings."""
@@ -136,10 +137,16 @@ class Translator:
             return []
         encoded = self._encode(sentences)
         # Weight-only head tensors: never per batch or per step.
+        outputs = [None] * len(sentences)
+        # A source with no piece (empty, blank, or only characters the
+        # tokenizer drops) translates to "", as in the exported signature.
+        for index, row in enumerate(encoded):
+            if len(row) == 1:
+                outputs[index] = ""
         cache = self.head_cache()
         # Sorting by length keeps padding (and wasted decoder steps) small.
-        order = np.argsort([len(row) for row in encoded], kind="stable")
-        outputs = [None] * len(sentences)
+        order = [i for i in np.argsort([len(row) for row in encoded], kind="stable")
+                 if outputs[i] is None]
         for start in range(0, len(order), self.batch_size):
             indices = order[start:start + self.batch_size]
             width = max(len(encoded[i]) for i in indices)

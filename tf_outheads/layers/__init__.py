@@ -8,6 +8,8 @@ from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.heads import build_head
 from tf_outheads.layers.heads import register_head
+from tf_outheads.layers.rewe_head import ReWEHead
 
-__all__ = ["HEADS", "CategoricalHead", "ContinuousOutputHead", "LuongAttention", "SoftmaxHead", "TiedSoftmaxHead",
+__all__ = ["HEADS", "CategoricalHead", "ContinuousOutputHead", "LuongAttention", "ReWEHead",
+           "SoftmaxHead", "TiedSoftmaxHead",
            "build_head", "register_head"]

@@ -7,6 +7,8 @@ from tf_outheads.losses.embedding_regression import EmbeddingTargetLoss
 from tf_outheads.losses.embedding_regression import MSEEmbeddingLoss
 from tf_outheads.losses.embedding_regression import cosine_embedding_loss
 from tf_outheads.losses.embedding_regression import mse_embedding_loss
+from tf_outheads.losses.rewe import ReWELoss
+from tf_outheads.losses.rewe import rewe_loss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.sampled_softmax import sampled_softmax_loss
 from tf_outheads.losses.vmf import VMFLoss
@@ -14,6 +16,6 @@ from tf_outheads.losses.vmf import vmf_loss
 from tf_outheads.losses.vmf import vmf_negative_log_likelihood
 
 __all__ = ["CosineEmbeddingLoss", "EmbeddingTargetLoss", "MSEEmbeddingLoss",
-           "MaskedSequenceCrossEntropy", "SampledSoftmaxLoss", "VMFLoss",
-           "cosine_embedding_loss", "masked_sequence_cross_entropy", "mse_embedding_loss",
+           "MaskedSequenceCrossEntropy", "ReWELoss", "SampledSoftmaxLoss", "VMFLoss",
+           "cosine_embedding_loss", "masked_sequence_cross_entropy", "mse_embedding_loss", "rewe_loss",
            "sampled_softmax_loss", "vmf_loss", "vmf_negative_log_likelihood"]

@@ -4,13 +4,16 @@ import os
 
 import keras
 
+from tf_outheads.layers.rewe_head import LOGITS_OUTPUT, REWE_OUTPUT
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
+from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
 from tf_outheads.training.optimizers import LazyAdam
 
 
 def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoothing=0.0,
-                            jit_compile=False, optimizer=None, loss=None):
+                            jit_compile=False, optimizer=None, loss=None, rewe_weight=None,
+                            rewe_loss="cosine"):
     """Compile `model` with Adam, gradient clipping and the masked sequence loss.
 
     `optimizer` is a Keras optimizer, or `"adam"` (default) / `"lazy_adam"`
@@ -20,6 +23,13 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     `loss` replaces the default `MaskedSequenceCrossEntropy(label_smoothing)`,
     e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has its own `label_smoothing`;
     giving both is refused).
+
+    A model with a ReWE head (`model.rewe`, Jauregi Unanue et al. 2019) is
+    compiled with two outputs: `loss` (or the default) for `"logits"` and
+    `ReWELoss(rewe_loss)` for `"rewe"`, weighted 1 and `rewe_weight` (λ of
+    Eq. 7; `None`: the paper's 20). `rewe_loss` is `"cosine"` (the paper's
+    CEL), `"mse"` or a loss object. ReWE cannot be combined with a sampled
+    softmax `loss`.
 
     `jit_compile` defaults to `False`: on CPU, XLA ran this library's LSTM
     model about 3× slower than graph mode (benchmarks/throughput.py); on a GPU
@@ -34,9 +44,25 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     elif label_smoothing:
         raise ValueError("Give label smoothing to the loss itself when passing `loss`. "
                          f"Received: loss={loss!r}, label_smoothing={label_smoothing}")
+    loss_weights = None
+    if getattr(model, "rewe", None) is not None:
+        if getattr(loss, "needs_hidden_states", False):
+            raise ValueError(
+                "Sampled softmax and ReWE cannot be combined: give a ReWE model a "
+                "full-softmax `loss` (or none), or build it without `rewe`. "
+                f"Received: loss={loss!r}, rewe_weight={rewe_weight!r}")
+        if isinstance(rewe_loss, str):
+            rewe_loss = ReWELoss(rewe_loss)
+        loss = {LOGITS_OUTPUT: loss, REWE_OUTPUT: rewe_loss}
+        weight = PAPER_REWE_WEIGHT if rewe_weight is None else float(rewe_weight)
+        loss_weights = {LOGITS_OUTPUT: 1.0, REWE_OUTPUT: weight}
+    elif rewe_weight is not None:
+        raise ValueError("`rewe_weight` weights the loss of a ReWE head, and this model has "
+                         f"none (build it with `rewe=`). Received: rewe_weight={rewe_weight!r}")
     model.compile(
         optimizer=optimizer,
         loss=loss,
+        loss_weights=loss_weights,
         jit_compile=jit_compile,
     )
     return model

@@ -1,0 +1,107 @@
+"""Translate through TF Serving's REST API (port 8501), with the standard library only.
+
+    python serving/rest_client.py "En el principio creó Dios los cielos y la tierra."
+    python serving/rest_client.py --beam-size 5 --num-hypotheses 3 --length-penalty 0.6 \\
+        "Jehová es mi pastor; nada me faltará." "Y dijo Dios: Sea la luz."
+    python serving/rest_client.py --url http://host:8501/v1/models/translator < sources.txt
+
+Without options the request goes to the `serving_default` signature
+(`{"instances": ["...", ...]}`: the export's defaults). With any option it goes
+to the `translate` signature in the row format, one object per source with
+every input named (TF Serving's REST API does not fill in a signature's
+defaults; `-1` means "the export's default"):
+
+    {"signature_name": "translate",
+     "instances": [{"sources": "...", "beam_size": 5, "length_penalty": 0.6,
+                    "num_hypotheses": 3, "replace_unk": -1}, ...]}
+
+The row format keeps every input batched along the sources, which is what
+server-side batching (`--enable_batching`) needs. The answer holds one
+prediction per source: `{"translations": [n strings], "scores": [n floats],
+"beam_size": int, "truncated": bool}`; unused n-best columns are `""` with
+score `-Infinity` (which Python's `json` reads as `-inf`).
+"""
+
+import argparse
+import json
+import sys
+import urllib.request
+
+DEFAULT_URL = "http://localhost:8501/v1/models/translator"
+OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk")
+
+
+def build_request(sources, beam_size=None, length_penalty=None, num_hypotheses=None,
+                  replace_unk=None):
+    """The JSON body (a dict) of a `:predict` request for `sources`.
+
+    Args:
+        sources: list of str.
+        beam_size, length_penalty, num_hypotheses: number or `None` (the
+            export's default).
+        replace_unk: bool or `None` (the export's default).
+
+    Returns:
+        dict: `{"instances": sources}` when no option is given, else the
+        `translate` signature's row format with every option named.
+    """
+    options = {"beam_size": beam_size, "length_penalty": length_penalty,
+               "num_hypotheses": num_hypotheses, "replace_unk": replace_unk}
+    if all(value is None for value in options.values()):
+        return {"instances": list(sources)}
+    values = {
+        "beam_size": -1 if beam_size is None else int(beam_size),
+        "length_penalty": -1.0 if length_penalty is None else float(length_penalty),
+        "num_hypotheses": -1 if num_hypotheses is None else int(num_hypotheses),
+        "replace_unk": -1 if replace_unk is None else int(bool(replace_unk)),
+    }
+    return {"signature_name": "translate",
+            "instances": [dict(sources=source, **values) for source in sources]}
+
+
+def parse_response(body):
+    """`{"predictions": [...]}` → one dict per source (`translations`, `scores`, ...)."""
+    if "error" in body:
+        raise RuntimeError(f"TF Serving: {body['error']}")
+    return body["predictions"]
+
+
+def translate(sources, url=DEFAULT_URL, timeout=60.0, **options):
+    """POST `sources` to `url + ":predict"`; returns `parse_response` of the answer."""
+    data = json.dumps(build_request(sources, **options)).encode("utf-8")
+    request = urllib.request.Request(url + ":predict", data=data,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return parse_response(json.load(response))
+    except urllib.error.HTTPError as error:  # TF Serving explains a 400 in its body
+        raise RuntimeError(f"TF Serving: HTTP {error.code}: "
+                           f"{error.read().decode('utf-8', 'replace')}") from None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sources", nargs="*", help="sentences (default: one per line on stdin)")
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"model URL (default {DEFAULT_URL})")
+    parser.add_argument("--beam-size", type=int)
+    parser.add_argument("--length-penalty", type=float)
+    parser.add_argument("--num-hypotheses", type=int)
+    parser.add_argument("--replace-unk", type=int, choices=(0, 1))
+    parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
+    args = parser.parse_args(argv)
+    sources = args.sources or sys.stdin.read().splitlines()
+    predictions = translate(sources, url=args.url, beam_size=args.beam_size,
+                            length_penalty=args.length_penalty,
+                            num_hypotheses=args.num_hypotheses, replace_unk=args.replace_unk)
+    if args.json:
+        json.dump(predictions, sys.stdout, ensure_ascii=False, indent=1)
+        print()
+        return
+    for prediction in predictions:
+        for text, score in zip(prediction["translations"], prediction["scores"]):
+            if text or score != float("-inf"):
+                print(f"{score:.3f}\t{text}")
+
+
+if __name__ == "__main__":
+    main()

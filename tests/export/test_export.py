@@ -1,0 +1,233 @@
+"""The exported SavedModel, reloaded without tf_outheads, translates as `Translator` does."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.export.conftest import BEAM, HEADS, Server
+from tf_outheads.decoding import Translator
+
+TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp",
+            "SentencepieceIdToStringOp"}
+UNK_MARK = "\u2047"  # SentencePiece's rendering of <unk>
+INVALID_UTF8 = b"Dios \xff\xfe es amor \xc3"
+
+
+@pytest.fixture(scope="module")
+def long_text(test_sources):
+    """About 75 KB: past both `max_input_bytes` (64 KiB) and 255 pieces."""
+    return " ".join(test_sources * 500)
+
+
+@pytest.fixture(scope="module")
+def served(exports, test_sources, long_text):
+    """Every call of this module, answered by one process without tf_outheads."""
+    server = Server(exports)
+    calls = {}
+    for name in HEADS:
+        calls[name, "greedy"] = server.call(name, test_sources)
+        calls[name, "beam"] = server.call(name, test_sources, beam_size=BEAM)
+        calls[name, "nbest"] = server.call(name, test_sources, beam_size=BEAM, num_hypotheses=3)
+    widths = [1, BEAM] * (len(test_sources) // 2)
+    calls["mixed"] = server.call("tied", test_sources, beam_size=widths,
+                                 num_hypotheses=[1, 2] * (len(test_sources) // 2))
+    calls["penalty"] = server.call("tied", test_sources, beam_size=BEAM, length_penalty=0.6)
+    calls["defaults"] = server.call("tied", test_sources, beam_size=-1, length_penalty=-1.0,
+                                    num_hypotheses=-1, replace_unk=-1)
+    calls["width 3"] = server.call("tied", test_sources[:2], beam_size=3)
+    calls["empty batch"] = server.call("tied", [])
+    calls["empty batch options"] = server.call("tied", [], beam_size=BEAM, num_hypotheses=2)
+    calls["blank"] = server.call("tied", ["", "   ", "\t\n ", test_sources[0]])
+    calls["blank beam"] = server.call("tied", ["", test_sources[0]], beam_size=BEAM,
+                                      num_hypotheses=2)
+    calls["long"] = server.call("tied", [long_text, test_sources[0]])
+    calls["invalid utf-8"] = server.call("tied", [INVALID_UTF8, b"\xff", b"\x00"])
+    calls["bad option length"] = server.call("tied", test_sources[:3], beam_size=[BEAM, BEAM])
+    calls["unk"] = server.call("unk", test_sources[:4])
+    calls["unk off"] = server.call("unk", test_sources[:4], replace_unk=0)
+    response = server.run()
+    return {key: response["calls"][index] for key, index in calls.items()}, response
+
+
+def translations(outputs, column=0):
+    return [row[column] for row in outputs["translations"]]
+
+
+def test_reloaded_without_tf_outheads(served):
+    _, response = served
+    assert response["modules"] == []  # neither tf_outheads nor zoo was imported
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_greedy_and_beam_equal_the_translator(served, tiny_models, tokenizer, test_sources,
+                                              name):
+    results, _ = served
+    model = tiny_models[name]
+    greedy = Translator(model, tokenizer, tokenizer).translate(test_sources)
+    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(test_sources)
+    assert translations(results[name, "greedy"]) == greedy
+    assert translations(results[name, "beam"]) == beam
+    assert len(set(greedy)) == len(greedy) and len(set(beam)) == len(beam)  # non-trivial
+    assert results[name, "greedy"]["beam_size"] == [1] * len(test_sources)
+    assert results[name, "beam"]["beam_size"] == [BEAM] * len(test_sources)
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_n_best_lists_extend_the_best_hypothesis(served, name):
+    results, _ = served
+    nbest, beam = results[name, "nbest"], results[name, "beam"]
+    assert translations(nbest) == translations(beam)
+    np.testing.assert_allclose(np.array(nbest["scores"])[:, 0], np.array(beam["scores"])[:, 0],
+                               rtol=1e-6)
+    for texts, scores in zip(nbest["translations"], nbest["scores"]):
+        assert len(texts) == len(scores) == 3
+        assert scores == sorted(scores, reverse=True)
+        assert len(set(texts)) == 3
+
+
+def test_options_per_row_group_sources_by_width(served, tiny_models, tokenizer, test_sources):
+    results, _ = served
+    model = tiny_models["tied"]
+    greedy = Translator(model, tokenizer, tokenizer).translate(test_sources)
+    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(test_sources)
+    mixed = results["mixed"]
+    expected = [g if i % 2 == 0 else b for i, (g, b) in enumerate(zip(greedy, beam))]
+    assert translations(mixed) == expected
+    assert mixed["beam_size"] == [1, BEAM] * (len(test_sources) // 2)
+    for index, (texts, scores) in enumerate(zip(mixed["translations"], mixed["scores"])):
+        if index % 2 == 0:  # asked for one hypothesis: the second column is padding
+            assert texts[1] == "" and scores[1] == -math.inf
+        else:
+            assert texts[1] != "" and scores[1] <= scores[0]
+
+
+def test_length_penalty_equals_the_translator(served, tiny_models, tokenizer, test_sources):
+    results, _ = served
+    expected = Translator(tiny_models["tied"], tokenizer, tokenizer, beam_size=BEAM,
+                          length_penalty=0.6).translate(test_sources)
+    assert translations(results["penalty"]) == expected
+
+
+def test_negative_options_mean_the_export_defaults(served):
+    results, _ = served
+    assert results["defaults"] == results["tied", "greedy"]
+
+
+def test_an_unexported_width_falls_back_to_the_largest_below(served):
+    results, _ = served
+    assert results["width 3"]["beam_size"] == [1, 1]
+    assert translations(results["width 3"]) == translations(results["tied", "greedy"])[:2]
+
+
+def test_empty_batch(served):
+    results, _ = served
+    for key, width in (("empty batch", 1), ("empty batch options", 1)):
+        outputs = results[key]
+        assert "error" not in outputs, outputs
+        assert outputs["translations"] == [] and outputs["scores"] == []
+        assert outputs["beam_size"] == [] and outputs["truncated"] == []
+
+
+def test_empty_and_whitespace_sources_give_the_empty_translation(served):
+    results, _ = served
+    outputs = results["blank"]
+    assert translations(outputs)[:3] == ["", "", ""]
+    assert [row[0] for row in outputs["scores"]][:3] == [0.0, 0.0, 0.0]
+    assert translations(outputs)[3] == translations(results["tied", "greedy"])[0]
+    beam = results["blank beam"]
+    assert beam["translations"][0] == ["", ""] and beam["scores"][0] == [0.0, -math.inf]
+    assert beam["translations"][1][0] == translations(results["tied", "beam"])[0]
+
+
+def test_long_sources_are_truncated_as_by_the_translator(served, tiny_models, tokenizer,
+                                                         long_text, test_sources):
+    results, _ = served
+    outputs = results["long"]
+    assert len(long_text.encode("utf-8")) > 1 << 16
+    assert outputs["truncated"] == [True, False]
+    expected = Translator(tiny_models["tied"], tokenizer, tokenizer).translate(
+        [long_text, test_sources[0]])
+    assert translations(outputs) == expected
+    assert math.isfinite(outputs["scores"][0][0])
+
+
+def test_invalid_utf8_is_replaced_not_refused(served, tiny_models, tokenizer):
+    results, _ = served
+    outputs = results["invalid utf-8"]
+    assert "error" not in outputs, outputs
+    # Each invalid byte reads as U+FFFD; the outputs are valid UTF-8 (decoded by the loader).
+    replaced = INVALID_UTF8.decode("utf-8", errors="replace")
+    expected = Translator(tiny_models["tied"], tokenizer, tokenizer).translate(
+        [replaced, "\x00"])
+    assert translations(outputs)[0] == expected[0]
+    # SentencePiece drops U+FFFD: a lone invalid byte leaves no piece, so "" (score 0).
+    assert translations(outputs)[1] == "" and outputs["scores"][1] == [0.0]
+    assert translations(outputs)[2] == expected[1]  # NUL is valid UTF-8: <unk>
+    assert all(math.isfinite(row[0]) for row in outputs["scores"])
+
+
+def test_options_of_a_wrong_length_are_refused(served):
+    results, _ = served
+    assert results["bad option length"]["error"] == "InvalidArgumentError"
+
+
+def test_unk_replacement_runs_in_the_graph(served, unk_model, tokenizer, test_sources):
+    results, _ = served
+    expected = Translator(unk_model, tokenizer, tokenizer, max_length_offset=0,
+                          replace_unk=True).translate(test_sources[:4])
+    assert translations(results["unk"]) == expected
+    for source, text in zip(test_sources, expected):
+        assert text and set(text.split()) <= set(source.split())
+    assert all(set(text.split()) == {UNK_MARK} for text in translations(results["unk off"]))
+
+
+def test_graph_needs_only_sentencepiece_ops_pinned_to_the_cpu(served):
+    _, response = served
+    for name, graph in response["graph"].items():
+        assert set(graph["unknown_ops"]) == TEXT_OPS, name
+        for op, devices in graph["unknown_ops"].items():
+            assert all("CPU" in device.upper() for device in devices), (name, op, devices)
+        assert graph["resource_devices"] and all(
+            "CPU" in device.upper() for device in graph["resource_devices"]), name
+
+
+def test_saved_model_cli_lists_both_signatures(exports):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    result = subprocess.run([cli, "show", "--dir", exports["tied"], "--all"],
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "signature_def['serving_default']" in out and "signature_def['translate']" in out
+    serving = out.split("signature_def['serving_default']")[1].split("signature_def[")[0]
+    assert "inputs['sources'] tensor_info:" in serving and "dtype: DT_STRING" in serving
+    assert "shape: (-1)" in serving
+    for output in ("translations", "scores", "beam_size", "truncated"):
+        assert f"outputs['{output}']" in serving
+    assert "shape: (-1, -1)" in serving
+    translate = out.split("signature_def['translate']")[1].split("signature_def[")[0]
+    for option in ("beam_size", "length_penalty", "num_hypotheses", "replace_unk"):
+        assert f"inputs['{option}'] tensor_info:" in translate
+
+
+def test_export_records_its_options(exports):
+    with open(os.path.join(exports["tied"], "assets.extra", "tf_outheads_export.json")) as f:
+        config = json.load(f)
+    assert config["beam_sizes"] == [1, BEAM]
+    assert config["defaults"] == {"beam_size": 1, "length_penalty": 0.0, "num_hypotheses": 1,
+                                  "replace_unk": False}
+    assert config["head_cache"] == ["output_bias", "output_kernel"]
+
+
+def test_translate_options_have_recorded_defaults(served):
+    """`SignatureDef.defaults`: a gRPC request may leave the options out."""
+    _, response = served
+    defaults = response["graph"]["tied"]["defaults"]
+    assert defaults["translate"] == {"beam_size": [-1], "length_penalty": [-1.0],
+                                     "num_hypotheses": [-1], "replace_unk": [-1]}
+    assert defaults["serving_default"] == {}

@@ -1,0 +1,85 @@
+"""`serving/rest_client.py` against the REST stand-in on loopback (no TF Serving here)."""
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.export.conftest import BEAM
+from tf_outheads.decoding import Translator
+
+SERVING = pathlib.Path(__file__).resolve().parents[2] / "serving"
+SOURCES = ["Y dijo Dios: Sea la luz.", "Jehová es mi pastor; nada me faltará.", ""]
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+rest_client = load_script("rest_client")
+
+
+def test_request_bodies_follow_the_signatures():
+    assert rest_client.build_request(["a", "b"]) == {"instances": ["a", "b"]}
+    body = rest_client.build_request(["a", "b"], beam_size=4, replace_unk=True)
+    assert body["signature_name"] == "translate"
+    assert body["instances"][1] == {"sources": "b", "beam_size": 4, "length_penalty": -1.0,
+                                    "num_hypotheses": -1, "replace_unk": 1}
+
+
+@pytest.fixture(scope="module")
+def rest_url(exports, tmp_path_factory):
+    """The REST stand-in serving the tied export on 127.0.0.1, for 4 requests at most."""
+    port_file = tmp_path_factory.mktemp("rest") / "port"
+    process = subprocess.Popen(
+        [sys.executable, str(SERVING / "rest_emulator.py"), "--model-dir", exports["tied"],
+         "--port", "0", "--port-file", str(port_file), "--max-requests", "4"],
+        cwd="/", env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not port_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the REST stand-in did not start: {process.communicate()[1][-2000:]}")
+        time.sleep(0.2)
+    yield f"http://127.0.0.1:{port_file.read_text()}/v1/models/translator"
+    try:
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_rest_client_translates_like_the_translator(rest_url, tiny_models, tokenizer):
+    model = tiny_models["tied"]
+    greedy = Translator(model, tokenizer, tokenizer).translate(SOURCES[:2])
+    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(SOURCES[:2])
+
+    predictions = rest_client.translate(SOURCES, url=rest_url, timeout=120)
+    assert [p["translations"] for p in predictions] == [[greedy[0]], [greedy[1]], [""]]
+    assert predictions[2]["scores"] == [0.0] and predictions[0]["truncated"] is False
+
+    predictions = rest_client.translate(SOURCES, url=rest_url, timeout=120, beam_size=BEAM,
+                                        num_hypotheses=2)
+    assert [p["translations"][0] for p in predictions] == beam + [""]
+    assert all(p["beam_size"] == BEAM for p in predictions)
+    assert predictions[2]["scores"] == [0.0, float("-inf")]  # -Infinity in the JSON
+
+
+def test_rest_client_command_line_and_errors(rest_url, tiny_models, tokenizer):
+    expected = Translator(tiny_models["tied"], tokenizer, tokenizer).translate(SOURCES[:1])
+    result = subprocess.run([sys.executable, str(SERVING / "rest_client.py"), "--url", rest_url,
+                             SOURCES[0]], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    score, text = result.stdout.rstrip("\n").split("\t")
+    assert text == expected[0] and float(score) < 0
+    # TF Serving's REST API refuses an empty "instances" list (HTTP 400).
+    with pytest.raises(RuntimeError, match="No values in 'instances' array"):
+        rest_client.translate([], url=rest_url, timeout=120)

@@ -1,0 +1,24 @@
+"""SavedModel / TF Serving export: raw strings in, translations and scores out.
+
+`export_translator(model, source_tokenizer, target_tokenizer, path)` writes a
+SavedModel whose `serving_default` signature translates a batch of raw source
+strings with everything inside the graph (tokenization, search, detokenization,
+`<unk>` replacement); `TranslatorModule` is the same as a `tf.Module`. See
+`serving/README.md` for TF Serving.
+"""
+
+from tf_outheads.export.translator import DEFAULT_BEAM_SIZES
+from tf_outheads.export.translator import MAX_INPUT_BYTES
+from tf_outheads.export.translator import MAX_SOURCE_LENGTH
+from tf_outheads.export.translator import TranslatorModule
+from tf_outheads.export.translator import export_options
+from tf_outheads.export.translator import export_translator
+
+__all__ = [
+    "DEFAULT_BEAM_SIZES",
+    "MAX_INPUT_BYTES",
+    "MAX_SOURCE_LENGTH",
+    "TranslatorModule",
+    "export_options",
+    "export_translator",
+]
