@@ -23,9 +23,9 @@ Two measurements in one run, on CPU:
     blocked, no early stop, so both variants run the same steps) with
     - the model's step function (`model.make_step_fn(head cache)`: decoder
       LSTM, attention, output layer), and
-    - a trivial step function of the same shapes: it returns fixed
-      log-probabilities `(batch·k, V)` and the state it was given (which the
-      search still reorders at every step).
+    - a trivial step function of the same shapes: it returns one constant
+      `(batch·k, V)` tensor of log-probabilities, made before the loop, and
+      the state it was given (which the search still reorders at every step).
     The encoder runs outside the timed call. Trivial / real time is the share
     of search bookkeeping (top-k over k·V candidates, beam reordering of the
     decoder state, finished pool, stopping rule); the rest is the model step.
@@ -248,9 +248,15 @@ def bookkeeping(args, model, source_tokenizer, target_tokenizer, sentences):
     vocab_size = target_tokenizer.vocab_size
     fixed = tf.nn.log_softmax(tf.random.stateless_normal([1, vocab_size], seed=[1, 2]))
 
-    def trivial_step(ids_t, state):
-        # Same shapes as the model's step, no model work.
-        return tf.tile(fixed, [tf.shape(ids_t)[0], 1]), state
+    def trivial_step_for(k):
+        # The same shapes as the model's step and no work at all: the scores
+        # are one constant (batch * k, V) tensor made here, so the loop's time
+        # is the search's own (top-k, gathers, pools, state reordering).
+        scores = tf.tile(fixed, [len(batch) * k, 1])
+
+        def trivial_step(ids_t, state):
+            return scores, state
+        return trivial_step
 
     steps = args.steps
 
@@ -267,7 +273,7 @@ def bookkeeping(args, model, source_tokenizer, target_tokenizer, sentences):
     functions = {}
     for k in args.beam_list:
         functions[f"model/{k}"] = make(real_step, k)
-        functions[f"trivial/{k}"] = make(trivial_step, k)
+        functions[f"trivial/{k}"] = make(trivial_step_for(k), k)
     for function in functions.values():
         function(state).numpy()  # tracing
 
@@ -303,7 +309,7 @@ def print_tables(result):
     print(f"(export took {result['throughput']['export_seconds']:.1f} s)")
     rows = result["bookkeeping"]["rows"]
     print(f"=== SEARCH BOOKKEEPING === (batch {rows[0]['batch_size']}, {rows[0]['steps']} steps, "
-          f"EOS blocked; trivial step = fixed log-probabilities, same shapes)")
+          f"EOS blocked; trivial step = constant log-probabilities, same shapes)")
     print(f"{'beam':>4s} {'model ms/step':>13s} {'trivial ms/step':>15s} {'bookkeeping':>11s} "
           f"{'model step':>10s}")
     for row in rows:

@@ -629,3 +629,44 @@ def test_invalid_arguments(kwargs, message):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         beam_search(table_step_fn([[EOS_ID]]), table_state(1), 1, **arguments)
+
+
+def memory_step_fn(copy_memory):
+    """An RNN-like step reading a per-sentence `memory` it passes through unchanged
+    (or, with `copy_memory`, returns as a new tensor, which the search must then
+    reorder like any changed entry)."""
+    rng = np.random.default_rng(7)
+    w_memory = tf.constant(rng.normal(size=(6, VOCAB_SIZE)), tf.float32)
+    w_hidden = tf.constant(rng.normal(size=(6, 6)), tf.float32)
+    embedding = tf.constant(rng.normal(size=(VOCAB_SIZE, 6)), tf.float32)
+
+    def step_fn(ids_t, state):
+        hidden = tf.tanh(tf.matmul(state["hidden"], w_hidden) + tf.gather(embedding, ids_t))
+        context = tf.reduce_mean(state["memory"], axis=1) * hidden
+        logits = tf.matmul(context, w_memory)
+        memory = tf.identity(state["memory"]) if copy_memory else state["memory"]
+        return tf.nn.log_softmax(logits), {"memory": memory, "hidden": hidden}
+    return step_fn
+
+
+def test_entries_returned_unchanged_are_not_reordered_and_the_result_is_the_same():
+    rng = np.random.default_rng(3)
+    batch, beam = 3, 4
+    state = {"memory": tf.constant(rng.normal(size=(batch, 5, 6)), tf.float32),
+             "hidden": tf.constant(rng.normal(size=(batch, 6)), tf.float32)}
+
+    def search(copy_memory):
+        @tf.function
+        def run(state):
+            return beam_search(memory_step_fn(copy_memory), state, batch_size=batch,
+                               beam_size=beam, max_length=7, num_hypotheses=beam)
+        result = run(state)
+        graph = run.get_concrete_function(state).graph.as_graph_def()
+        gathers = sum(node.op == "GatherV2" for function in graph.library.function
+                      for node in function.node_def)
+        return result, gathers
+
+    passed_through, gathers = search(copy_memory=False)
+    copied, gathers_with_copy = search(copy_memory=True)
+    assert_results_equal(passed_through, copied)
+    assert gathers_with_copy == gathers + 1  # the memory's reordering, skipped

@@ -140,12 +140,36 @@ def gather_beams(state, beam_indices, beam_size):
     # -> [11, 11, 21, 20]
     ```
     """
-    beam_indices = tf.cast(beam_indices, tf.int32)
-    offsets = tf.range(tf.shape(beam_indices)[0]) * beam_size  # (batch,)
-    flat_indices = tf.reshape(beam_indices + offsets[:, tf.newaxis], [-1])
+    flat_indices = _flat_beam_indices(beam_indices, beam_size)
     return tf.nest.map_structure(
         lambda tensor: tf.gather(tensor, flat_indices, axis=0), state
     )
+
+
+def _flat_beam_indices(beam_indices, beam_size):
+    """`(batch, n)` beams per sentence → `(batch * n,)` rows of the flat state."""
+    beam_indices = tf.cast(beam_indices, tf.int32)
+    offsets = tf.range(tf.shape(beam_indices)[0]) * beam_size  # (batch,)
+    return tf.reshape(beam_indices + offsets[:, tf.newaxis], [-1])
+
+
+def _reorder_state(new_state, old_state, beam_indices, beam_size):
+    """`gather_beams` of the entries `step_fn` changed; the others as they are.
+
+    An entry `step_fn` returns unchanged (the very tensor it was given, as the
+    encoder memory, its attention keys and mask) has never changed since
+    `tile_for_beam` made the `beam_size` rows of each sentence equal, so
+    reordering rows within a sentence would copy it for nothing: at beam 8
+    that copy was most of the search's own time per step (benchmarks/decode.py).
+    """
+    new_flat = tf.nest.flatten(new_state)
+    old_flat = tf.nest.flatten(old_state)
+    if len(new_flat) != len(old_flat):
+        tf.nest.assert_same_structure(new_state, old_state)  # raises a clear error
+    flat_indices = _flat_beam_indices(beam_indices, beam_size)
+    reordered = [new if new is old else tf.gather(new, flat_indices, axis=0)
+                 for new, old in zip(new_flat, old_flat)]
+    return tf.nest.pack_sequence_as(new_state, reordered)
 
 
 def length_penalty_factor(lengths, alpha):
@@ -261,7 +285,10 @@ def beam_search(
     As in `greedy_search`, `step_fn` is always called on the whole
     `batch * beam_size` rows; rows that hold no hypothesis (beams of a done
     sentence, dead beams) are fed `PAD_ID` from the second step on and their
-    log-scores are ignored.
+    log-scores are ignored. After every step the state is reordered to follow
+    the surviving hypotheses, except the entries `step_fn` returns unchanged
+    (the same tensor it was given, such as the encoder memory): those are
+    equal across the beams of a sentence and are not copied.
 
     Args:
         step_fn: callable `(ids_t, state) -> (log_scores, new_state)` on
@@ -432,19 +459,27 @@ def beam_search(
             block_eos = tf.logical_and(step < min_length, is_eos_word)
             log_scores = tf.where(block_eos, neg_inf, log_scores)
 
-        # Log-probability of every one-token extension; dead beams stay
-        # -inf whatever `step_fn` returned for their PAD rows.
+        # The best 2k one-token extensions of the alive hypotheses. Adding a
+        # beam's log-probability keeps the order of its words, so the best 2k
+        # overall are among the best 2k words of each beam: take those per
+        # beam first (one pass over V, no (B, k, V) sums), then the best 2k
+        # of the k * 2k. Dead beams stay -inf whatever `step_fn` returned
+        # for their PAD rows.
+        per_beam = tf.minimum(2 * k, vocab_size)
+        beam_scores, beam_words = tf.math.top_k(log_scores, k=per_beam)  # (B, k, c)
         alive = loop.alive_log_probs > neg_inf  # (B, k)
         candidate_log_probs = tf.where(
             alive[:, :, tf.newaxis],
-            loop.alive_log_probs[:, :, tf.newaxis] + log_scores,
+            loop.alive_log_probs[:, :, tf.newaxis] + beam_scores,
             neg_inf,
-        )  # (B, k, V)
+        )  # (B, k, c)
         top_log_probs, top_indices = tf.math.top_k(
             tf.reshape(candidate_log_probs, [batch_size, -1]), k=2 * k
         )  # (B, 2k), sorted: ties go to the lower beam, then the lower id
-        parents = top_indices // vocab_size  # (B, 2k)
-        words = top_indices % vocab_size  # (B, 2k)
+        parents = top_indices // per_beam  # (B, 2k)
+        words = tf.gather(
+            tf.reshape(beam_words, [batch_size, -1]), top_indices, batch_dims=1
+        )  # (B, 2k)
 
         # The 2k candidates as full hypotheses.
         candidate_ids = tf.gather(loop.alive_ids, parents, batch_dims=1)
@@ -506,7 +541,7 @@ def beam_search(
             )
         else:
             alive_coverage = ()
-        model_state = gather_beams(new_state, alive_parents, k)
+        model_state = _reorder_state(new_state, loop.model_state, alive_parents, k)
 
         # Stopping rule (see the docstring).
         best_alive = alive_log_probs[:, 0]  # (B,)
