@@ -670,3 +670,26 @@ def test_entries_returned_unchanged_are_not_reordered_and_the_result_is_the_same
     copied, gathers_with_copy = search(copy_memory=True)
     assert_results_equal(passed_through, copied)
     assert gathers_with_copy == gathers + 1  # the memory's reordering, skipped
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("beam", [1, 3, 5])
+def test_min_length_equals_a_step_function_that_masks_eos(seed, beam):
+    # EOS is boosted so that it is often a beam's best word: the search must
+    # still find the best 2k other words while it is forbidden.
+    table = RandomTable(seed, num_sentences=3, eos_boost=3.0)
+    min_length = 4
+
+    def masked_step_fn(ids_t, state):
+        log_scores, new_state = table.step_fn(ids_t, state)
+        blocked = tf.logical_and((state["step"] < min_length)[:, None],
+                                 tf.equal(tf.range(VOCAB_SIZE), EOS_ID)[None, :])
+        return tf.where(blocked, -math.inf, log_scores), new_state
+
+    options = dict(batch_size=3, beam_size=beam, max_length=7, num_hypotheses=beam,
+                   length_penalty=0.6)
+    expected = beam_search(masked_step_fn, table.initial_state(range(3)), **options)
+    actual = beam_search(table.step_fn, table.initial_state(range(3)),
+                         min_length=min_length, **options)
+    assert_results_equal(actual, expected)
+    assert np.all(actual.lengths[actual.log_probs > -np.inf] > min_length)

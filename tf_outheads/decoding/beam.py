@@ -453,20 +453,20 @@ def beam_search(
         log_scores = tf.reshape(log_scores, [batch_size, k, -1])  # (B, k, V)
         vocab_size = tf.shape(log_scores)[-1]
 
-        # Forbid EOS during the first `min_length` steps.
-        if min_length > 0:
-            is_eos_word = tf.equal(tf.range(vocab_size), eos_id)  # (V,)
-            block_eos = tf.logical_and(step < min_length, is_eos_word)
-            log_scores = tf.where(block_eos, neg_inf, log_scores)
-
         # The best 2k one-token extensions of the alive hypotheses. Adding a
         # beam's log-probability keeps the order of its words, so the best 2k
         # overall are among the best 2k words of each beam: take those per
         # beam first (one pass over V, no (B, k, V) sums), then the best 2k
         # of the k * 2k. Dead beams stay -inf whatever `step_fn` returned
-        # for their PAD rows.
+        # for their PAD rows. During the first `min_length` steps EOS is
+        # forbidden: it is scored -inf among those 2k, not over all V; no
+        # hypothesis can end by EOS then, so only the best k other words
+        # matter, and each beam's 2k hold at least k of them.
         per_beam = tf.minimum(2 * k, vocab_size)
         beam_scores, beam_words = tf.math.top_k(log_scores, k=per_beam)  # (B, k, c)
+        if min_length > 0:
+            block_eos = tf.logical_and(step < min_length, tf.equal(beam_words, eos_id))
+            beam_scores = tf.where(block_eos, neg_inf, beam_scores)
         alive = loop.alive_log_probs > neg_inf  # (B, k)
         candidate_log_probs = tf.where(
             alive[:, :, tf.newaxis],
