@@ -144,3 +144,33 @@ def write_record(benchmark, args, machine, started, fields, exclude=()):
         json.dump(record, stream, indent=2)
     print(f"wrote {output} ({record['wall_seconds']:.0f} s)")
     return record
+
+
+def benchmark_parser(doc, quick):
+    """The parser every benchmark starts from: the first paragraph of `doc` as its
+    description, defaults shown in `--help`, and `--quick` (the sizes in the dict
+    `quick` as defaults: a smoke test, not a measurement)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and one repeat, to check that the script runs: "
+                             + ", ".join(f"{k}={v}" for k, v in quick.items()))
+    return parser
+
+
+def parse_benchmark_args(parser, argv, name, quick, positive=()):
+    """Adds `--output` (default `benchmarks/results/NAME.json`), parses `argv`, and
+    re-parses with `quick` as defaults under `--quick` (options given still win);
+    each option in `positive` must be >= 1 (else the usual argparse error)."""
+    parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / f"{name}.json"),
+                        help="JSON results path")
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**quick)
+        args = parser.parse_args(argv)
+    for option in positive:
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} must be >= 1")
+    return args

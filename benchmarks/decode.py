@@ -44,13 +44,15 @@ sentences/s are a lower bound on a trained model's (tokens/s are comparable).
 Results go to `--output` (JSON, default benchmarks/results/decode.json).
 """
 
-import argparse
 import os
 import pathlib
 import tempfile
 import time
 
-from common import interleaved, machine_info, setup, stats, write_record  # benchmarks/ is the script's folder
+from common import (  # benchmarks/ is the script's folder
+    benchmark_parser, interleaved, machine_info, parse_benchmark_args, setup, stats,
+    write_record,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -71,11 +73,7 @@ def _list(text, cast):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes, untrained lstm-tiny (a smoke test)")
+    parser = benchmark_parser(__doc__, QUICK)
     parser.add_argument("--run-dir", help="a trained run (default: an untrained --preset model)")
     parser.add_argument("--preset", default="lstm-cpu", help="untrained model's preset")
     parser.add_argument("--vocab-size", type=int, default=0,
@@ -89,16 +87,8 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=30,
                         help="(b): decoding steps per bookkeeping measurement")
     parser.add_argument("--export-dir", help="where to export (default: a temporary folder)")
-    parser.add_argument("--output",
-                        default=str(REPO_ROOT / "benchmarks" / "results" / "decode.json"),
-                        help="JSON results path")
-    args = parser.parse_args(argv)
-    if args.quick:
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
-    for name in ("sentences", "batch_size", "repeats", "steps"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    args = parse_benchmark_args(parser, argv, "decode", QUICK, positive=(
+        "sentences", "batch_size", "repeats", "steps"))
     try:
         args.beam_list = _list(args.beams, int)
     except ValueError:

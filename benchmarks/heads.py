@@ -75,13 +75,15 @@ Run from the repository root:
 Results go to `--output` (JSON, default benchmarks/results/heads.json).
 """
 
-import argparse
 import gc
 import pathlib
 import statistics
 import time
 
-from common import add_thread_arguments, machine_info, setup, write_record  # benchmarks/ is the script's folder
+from common import (  # benchmarks/ is the script's folder
+    add_thread_arguments, benchmark_parser, machine_info, parse_benchmark_args, setup,
+    write_record,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -114,13 +116,7 @@ def _int_list(text):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes and one repeat, to check that the script runs: "
-                             + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
+    parser = benchmark_parser(__doc__, QUICK)
     model = parser.add_argument_group("model")
     model.add_argument("--embedding-dim", type=int, default=512)
     model.add_argument("--hidden-dim", type=int, default=512)
@@ -155,17 +151,9 @@ def parse_args(argv=None):
     timing.add_argument("--decode-length", type=int, default=30,
                         help="tokens every sentence emits (EOS blocked until then)")
     add_thread_arguments(timing)
-    parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / "heads.json"),
-                        help="JSON results path")
-    args = parser.parse_args(argv)
-    if args.quick:
-        # Re-parse with the quick sizes as defaults, so explicit options win.
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
-    for name in ("embedding_dim", "hidden_dim", "num_layers", "batch_size", "source_length",
-                 "target_length", "steps", "repeats", "decode_batch_size", "decode_length"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    args = parse_benchmark_args(parser, argv, "heads", QUICK, positive=(
+        "embedding_dim", "hidden_dim", "num_layers", "batch_size", "source_length",
+        "target_length", "steps", "repeats", "decode_batch_size", "decode_length"))
     for name in ("warmup_steps", "decode_batches", "source_vocab_size"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0")

@@ -60,7 +60,10 @@ import statistics
 import sys
 import time
 
-from common import add_thread_arguments, interleaved, machine_info, setup, stats, write_record  # benchmarks/ is the script's folder
+from common import (  # benchmarks/ is the script's folder
+    add_thread_arguments, benchmark_parser, interleaved, machine_info,
+    parse_benchmark_args, setup, stats, write_record,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -85,13 +88,7 @@ QUICK = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes and one repeat, to check that the script runs: "
-                             + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
+    parser = benchmark_parser(__doc__, QUICK)
     parser.add_argument("--variants", default="plain,rewe",
                         help=f"comma-separated, among {', '.join(VARIANTS)}; plain is always "
                              "timed (the reference)")
@@ -123,17 +120,9 @@ def parse_args(argv=None):
     timing.add_argument("--repeats", type=int, default=5,
                         help="timed passes per model, interleaved between the variants")
     add_thread_arguments(timing)
-    parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / "rewe.json"),
-                        help="JSON results path")
-    args = parser.parse_args(argv)
-    if args.quick:
-        # Re-parse with the quick sizes as defaults, so explicit options win.
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
-    for name in ("embedding_dim", "hidden_dim", "num_layers", "rewe_units", "batch_size",
-                 "source_length", "target_length", "steps", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    args = parse_benchmark_args(parser, argv, "rewe", QUICK, positive=(
+        "embedding_dim", "hidden_dim", "num_layers", "rewe_units", "batch_size",
+        "source_length", "target_length", "steps", "repeats"))
     if args.warmup_steps < 0:
         parser.error("--warmup-steps must be >= 0")
     if not 0.0 <= args.dropout < 1.0:

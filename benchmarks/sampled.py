@@ -146,7 +146,10 @@ import subprocess
 import sys
 import time
 
-from common import add_thread_arguments, interleaved, machine_info, setup, stats, write_record  # benchmarks/ is the script's folder
+from common import (  # benchmarks/ is the script's folder
+    add_thread_arguments, benchmark_parser, interleaved, machine_info,
+    parse_benchmark_args, setup, stats, write_record,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -187,13 +190,7 @@ def _float_list(text):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes and one repeat, to check that the script runs: "
-                             + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
+    parser = benchmark_parser(__doc__, QUICK)
     heads = parser.add_argument_group("heads and sampling")
     heads.add_argument("--embedding-dim", type=int, default=512, help="d, the target embedding size")
     heads.add_argument("--hidden-dim", type=int, default=512, help="d_h, the decoder output size")
@@ -250,18 +247,9 @@ def parse_args(argv=None):
                        help="|V| of the model table (empty: --vocab-sizes)")
     model.add_argument("--num-layers", type=int, default=2)
     model.add_argument("--dropout", type=float, default=0.3)
-    parser.add_argument("--output",
-                        default=str(REPO_ROOT / "benchmarks" / "results" / "sampled.json"),
-                        help="JSON results path")
-    args = parser.parse_args(argv)
-    if args.quick:
-        # Re-parse with the quick sizes as defaults, so explicit options win.
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
-    for name in ("embedding_dim", "hidden_dim", "batch_size", "target_length", "source_length",
-                 "steps", "repeats", "num_layers", "memory_steps"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    args = parse_benchmark_args(parser, argv, "sampled", QUICK, positive=(
+        "embedding_dim", "hidden_dim", "batch_size", "target_length", "source_length",
+        "steps", "repeats", "num_layers", "memory_steps"))
     for name in ("warmup_steps", "source_vocab_size", "clipnorm"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0")

@@ -50,7 +50,9 @@ import pathlib
 import statistics
 import time
 
-from common import add_thread_arguments, machine_info, setup, write_record  # benchmarks/ is the script's folder
+from common import (  # benchmarks/ is the script's folder
+    add_thread_arguments, machine_info, setup, write_record,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS_PATH = REPO_ROOT / "zoo" / "data" / "bible-es-en.tsv.gz"

@@ -124,7 +124,10 @@ import sys
 import tempfile
 import time
 
-from common import add_thread_arguments, interleaved, machine_info, setup, stats, write_record  # benchmarks/ is the script's folder
+from common import (  # benchmarks/ is the script's folder
+    add_thread_arguments, benchmark_parser, interleaved, machine_info,
+    parse_benchmark_args, setup, stats, write_record,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BESSEL_PATH = REPO_ROOT / "tf_outheads" / "ops" / "bessel.py"
@@ -292,13 +295,7 @@ def _list(text, cast):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes and one repeat, to check that the script runs: "
-                             + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
+    parser = benchmark_parser(__doc__, QUICK)
     ops_group = parser.add_argument_group("(a) the log-normalizer op, against tfp")
     ops_group.add_argument("--ops", action=argparse.BooleanOptionalAction, default=True,
                            help="run part (a)")
@@ -355,19 +352,11 @@ def parse_args(argv=None):
     timing.add_argument("--decode-length", type=int, default=30,
                         help="tokens every sentence emits (EOS blocked until then)")
     add_thread_arguments(timing)
-    parser.add_argument("--output",
-                        default=str(REPO_ROOT / "benchmarks" / "results" / "vmf.json"),
-                        help="JSON results path")
-    args = parser.parse_args(argv)
-    if args.quick:
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
-    for name in ("op_batch", "op_steps", "op_repeats", "embedding_dim", "hidden_dim",
-                 "source_embedding_dim", "output_dim", "encoder_layers", "decoder_layers",
-                 "batch_size", "source_length", "target_length",
-                 "steps", "repeats", "decode_batch_size", "decode_length"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    args = parse_benchmark_args(parser, argv, "vmf", QUICK, positive=(
+        "op_batch", "op_steps", "op_repeats", "embedding_dim", "hidden_dim",
+        "source_embedding_dim", "output_dim", "encoder_layers", "decoder_layers",
+        "batch_size", "source_length", "target_length", "steps", "repeats",
+        "decode_batch_size", "decode_length"))
     for name in ("op_warmup", "warmup_steps", "decode_batches", "source_vocab_size"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0")

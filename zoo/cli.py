@@ -41,6 +41,14 @@ def _train(args):
     run_training(args.preset, run_dir, overrides)
 
 
+def _override(options, args, names):
+    """The command-line options among `names` that were given replace `options`' values."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+
+
 def _translate(args):
     from tf_outheads.decoding.translate import Translator
     from tf_outheads.metrics import read_lines
@@ -49,10 +57,7 @@ def _translate(args):
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     sources = read_lines(args.input) if args.input != "-" else sys.stdin.read().splitlines()
     options = dict(preset["decode"])
-    for name in ("batch_size", "beam_size", "length_penalty", "replace_unk"):
-        value = getattr(args, name)
-        if value is not None:
-            options[name] = value
+    _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk"))
     hypotheses = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
     text = "\n".join(hypotheses) + ("\n" if hypotheses else "")
     if args.output in (None, "-"):
@@ -84,11 +89,8 @@ def _export(args):
     # Defaults of the SavedModel's signatures: the run's decoding settings,
     # unless given here.
     options = export_options(preset["decode"])
-    for name in ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
-                 "beam_sizes", "max_source_length"):
-        value = getattr(args, name)
-        if value is not None:
-            options[name] = value
+    _override(options, args, ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
+                              "beam_sizes", "max_source_length"))
     try:
         path = export_translator(model, source_tokenizer, target_tokenizer, args.output,
                                  **options)

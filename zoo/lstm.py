@@ -370,9 +370,8 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         if self.rewe is not None:
             if not self.rewe.built:
                 self.rewe.build((None, None, self.hidden_dim))
-            for variable in self.rewe.trainable_weights if self.uniform_init else ():
-                variable.assign(keras.random.uniform(
-                    variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype))
+            # Its trainable weights only: a pretrained target table stays as given.
+            self._draw_uniform(self.rewe.trainable_weights)
 
     def _build_all(self):
         # Everything has a known shape: build now so weights exist before any call
@@ -384,12 +383,15 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         if not self.head.built:
             self.head.build((None, None, self.hidden_dim))
         self.built = True
-        if self.uniform_init:
-            # Every parameter, biases and head included, drawn independently from
-            # U(−a, a), as OpenNMT-py's `param_init` (Pappas et al. use a = 0.1).
-            for variable in self.weights:
-                variable.assign(keras.random.uniform(
-                    variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype))
+        self._draw_uniform(self.weights)
+
+    def _draw_uniform(self, variables):
+        """With `uniform_init = a`, every variable given (biases and head included)
+        drawn independently from U(−a, a), as OpenNMT-py's `param_init` (Pappas et
+        al. use a = 0.1); without it, nothing."""
+        for variable in variables if self.uniform_init else ():
+            variable.assign(keras.random.uniform(
+                variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype))
 
     # -- encoder side -----------------------------------------------------
     def encode(self, source_ids, training=False):

@@ -281,7 +281,7 @@ class LossCurves(keras.callbacks.Callback):
     tracker's sums (a Keras `Mean`: `total`, `count`). Rows are appended to
     `path` (`step,epoch,loss[,logits_loss,rewe_loss,weighted_rewe_loss]`), so a
     resumed run continues the file. At the end, the plot (`.svg` next to `path`,
-    `zoo.plots.write_line_plot`). `zoo.plots.nll_curve` reads either form back.
+    `zoo.plots.write_line_plot`). `zoo.compare.nll_curve` reads either form back.
     """
 
     def __init__(self, path, rewe_weight=None, log=print):

@@ -36,11 +36,9 @@ HEADS = {
 
 
 @pytest.fixture(scope="session")
-def test_sources():
+def spanish_test_verses(bible_corpus_path):
     """Eight verses of the embedded corpus's test split (Spanish)."""
-    corpus = data.read_tsv(str(pathlib.Path(__file__).resolve().parents[2] / "zoo" / "data"
-                               / "bible-es-en.tsv.gz"), split="test")
-    return corpus.sources[:8]
+    return data.read_tsv(bible_corpus_path, split="test").sources[:8]
 
 
 def tiny_model(name, vocabulary_size, seed=7):

@@ -19,37 +19,37 @@ INVALID_UTF8 = b"Dios \xff\xfe es amor \xc3"
 
 
 @pytest.fixture(scope="module")
-def long_text(test_sources):
+def long_text(spanish_test_verses):
     """About 75 KB: past both `max_input_bytes` (64 KiB) and 255 pieces."""
-    return " ".join(test_sources * 500)
+    return " ".join(spanish_test_verses * 500)
 
 
 @pytest.fixture(scope="module")
-def served(exports, test_sources, long_text):
+def served(exports, spanish_test_verses, long_text):
     """Every call of this module, answered by one process without tf_outheads."""
     server = Server(exports)
     calls = {}
     for name in HEADS:
-        calls[name, "greedy"] = server.call(name, test_sources)
-        calls[name, "beam"] = server.call(name, test_sources, beam_size=BEAM)
-        calls[name, "nbest"] = server.call(name, test_sources, beam_size=BEAM, num_hypotheses=3)
-    widths = [1, BEAM] * (len(test_sources) // 2)
-    calls["mixed"] = server.call("tied", test_sources, beam_size=widths,
-                                 num_hypotheses=[1, 2] * (len(test_sources) // 2))
-    calls["penalty"] = server.call("tied", test_sources, beam_size=BEAM, length_penalty=0.6)
-    calls["defaults"] = server.call("tied", test_sources, beam_size=-1, length_penalty=-1.0,
+        calls[name, "greedy"] = server.call(name, spanish_test_verses)
+        calls[name, "beam"] = server.call(name, spanish_test_verses, beam_size=BEAM)
+        calls[name, "nbest"] = server.call(name, spanish_test_verses, beam_size=BEAM, num_hypotheses=3)
+    widths = [1, BEAM] * (len(spanish_test_verses) // 2)
+    calls["mixed"] = server.call("tied", spanish_test_verses, beam_size=widths,
+                                 num_hypotheses=[1, 2] * (len(spanish_test_verses) // 2))
+    calls["penalty"] = server.call("tied", spanish_test_verses, beam_size=BEAM, length_penalty=0.6)
+    calls["defaults"] = server.call("tied", spanish_test_verses, beam_size=-1, length_penalty=-1.0,
                                     num_hypotheses=-1, replace_unk=-1)
-    calls["width 3"] = server.call("tied", test_sources[:2], beam_size=3)
+    calls["width 3"] = server.call("tied", spanish_test_verses[:2], beam_size=3)
     calls["empty batch"] = server.call("tied", [])
     calls["empty batch options"] = server.call("tied", [], beam_size=BEAM, num_hypotheses=2)
-    calls["blank"] = server.call("tied", ["", "   ", "\t\n ", test_sources[0]])
-    calls["blank beam"] = server.call("tied", ["", test_sources[0]], beam_size=BEAM,
+    calls["blank"] = server.call("tied", ["", "   ", "\t\n ", spanish_test_verses[0]])
+    calls["blank beam"] = server.call("tied", ["", spanish_test_verses[0]], beam_size=BEAM,
                                       num_hypotheses=2)
-    calls["long"] = server.call("tied", [long_text, test_sources[0]])
+    calls["long"] = server.call("tied", [long_text, spanish_test_verses[0]])
     calls["invalid utf-8"] = server.call("tied", [INVALID_UTF8, b"\xff", b"\x00"])
-    calls["bad option length"] = server.call("tied", test_sources[:3], beam_size=[BEAM, BEAM])
-    calls["unk"] = server.call("unk", test_sources[:4])
-    calls["unk off"] = server.call("unk", test_sources[:4], replace_unk=0)
+    calls["bad option length"] = server.call("tied", spanish_test_verses[:3], beam_size=[BEAM, BEAM])
+    calls["unk"] = server.call("unk", spanish_test_verses[:4])
+    calls["unk off"] = server.call("unk", spanish_test_verses[:4], replace_unk=0)
     response = server.run()
     return {key: response["calls"][index] for key, index in calls.items()}, response
 
@@ -64,17 +64,17 @@ def test_reloaded_without_tf_outheads(served):
 
 
 @pytest.mark.parametrize("name", list(HEADS))
-def test_greedy_and_beam_equal_the_translator(served, tiny_models, tokenizer, test_sources,
+def test_greedy_and_beam_equal_the_translator(served, tiny_models, tokenizer, spanish_test_verses,
                                               name):
     results, _ = served
     model = tiny_models[name]
-    greedy = Translator(model, tokenizer, tokenizer).translate(test_sources)
-    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(test_sources)
+    greedy = Translator(model, tokenizer, tokenizer).translate(spanish_test_verses)
+    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(spanish_test_verses)
     assert translations(results[name, "greedy"]) == greedy
     assert translations(results[name, "beam"]) == beam
     assert len(set(greedy)) == len(greedy) and len(set(beam)) == len(beam)  # non-trivial
-    assert results[name, "greedy"]["beam_size"] == [1] * len(test_sources)
-    assert results[name, "beam"]["beam_size"] == [BEAM] * len(test_sources)
+    assert results[name, "greedy"]["beam_size"] == [1] * len(spanish_test_verses)
+    assert results[name, "beam"]["beam_size"] == [BEAM] * len(spanish_test_verses)
 
 
 @pytest.mark.parametrize("name", list(HEADS))
@@ -90,15 +90,15 @@ def test_n_best_lists_extend_the_best_hypothesis(served, name):
         assert len(set(texts)) == 3
 
 
-def test_options_per_row_group_sources_by_width(served, tiny_models, tokenizer, test_sources):
+def test_options_per_row_group_sources_by_width(served, tiny_models, tokenizer, spanish_test_verses):
     results, _ = served
     model = tiny_models["tied"]
-    greedy = Translator(model, tokenizer, tokenizer).translate(test_sources)
-    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(test_sources)
+    greedy = Translator(model, tokenizer, tokenizer).translate(spanish_test_verses)
+    beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(spanish_test_verses)
     mixed = results["mixed"]
     expected = [g if i % 2 == 0 else b for i, (g, b) in enumerate(zip(greedy, beam))]
     assert translations(mixed) == expected
-    assert mixed["beam_size"] == [1, BEAM] * (len(test_sources) // 2)
+    assert mixed["beam_size"] == [1, BEAM] * (len(spanish_test_verses) // 2)
     for index, (texts, scores) in enumerate(zip(mixed["translations"], mixed["scores"])):
         if index % 2 == 0:  # asked for one hypothesis: the second column is padding
             assert texts[1] == "" and scores[1] == -math.inf
@@ -106,10 +106,10 @@ def test_options_per_row_group_sources_by_width(served, tiny_models, tokenizer, 
             assert texts[1] != "" and scores[1] <= scores[0]
 
 
-def test_length_penalty_equals_the_translator(served, tiny_models, tokenizer, test_sources):
+def test_length_penalty_equals_the_translator(served, tiny_models, tokenizer, spanish_test_verses):
     results, _ = served
     expected = Translator(tiny_models["tied"], tokenizer, tokenizer, beam_size=BEAM,
-                          length_penalty=0.6).translate(test_sources)
+                          length_penalty=0.6).translate(spanish_test_verses)
     assert translations(results["penalty"]) == expected
 
 
@@ -145,13 +145,13 @@ def test_empty_and_whitespace_sources_give_the_empty_translation(served):
 
 
 def test_long_sources_are_truncated_as_by_the_translator(served, tiny_models, tokenizer,
-                                                         long_text, test_sources):
+                                                         long_text, spanish_test_verses):
     results, _ = served
     outputs = results["long"]
     assert len(long_text.encode("utf-8")) > 1 << 16
     assert outputs["truncated"] == [True, False]
     expected = Translator(tiny_models["tied"], tokenizer, tokenizer).translate(
-        [long_text, test_sources[0]])
+        [long_text, spanish_test_verses[0]])
     assert translations(outputs) == expected
     assert math.isfinite(outputs["scores"][0][0])
 
@@ -176,12 +176,12 @@ def test_options_of_a_wrong_length_are_refused(served):
     assert results["bad option length"]["error"] == "InvalidArgumentError"
 
 
-def test_unk_replacement_runs_in_the_graph(served, unk_model, tokenizer, test_sources):
+def test_unk_replacement_runs_in_the_graph(served, unk_model, tokenizer, spanish_test_verses):
     results, _ = served
     expected = Translator(unk_model, tokenizer, tokenizer, max_length_offset=0,
-                          replace_unk=True).translate(test_sources[:4])
+                          replace_unk=True).translate(spanish_test_verses[:4])
     assert translations(results["unk"]) == expected
-    for source, text in zip(test_sources, expected):
+    for source, text in zip(spanish_test_verses, expected):
         assert text and set(text.split()) <= set(source.split())
     assert all(set(text.split()) == {UNK_MARK} for text in translations(results["unk off"]))
 

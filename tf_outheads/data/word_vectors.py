@@ -33,6 +33,7 @@ from tf_outheads.data.special_tokens import BOS_ID
 from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.data.special_tokens import UNK_ID
+from tf_outheads.validation import positive_int
 
 __all__ = [
     "TargetTable",
@@ -59,11 +60,6 @@ _FASTTEXT_MAGIC = (793712314).to_bytes(4, "little")
 _SPECIAL_CANDIDATES = 64
 # Special ids, in the order the table describes them.
 _SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
 
 
 def _tokenize_to_pieces(sentences, tokenizer):
@@ -179,7 +175,7 @@ def train_word_vectors(
         ("min_count", min_count),
         ("workers", workers),
     ):
-        _check_positive_int(name, value)
+        positive_int(name, value)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
     if model not in WORD_VECTOR_MODELS:

@@ -37,11 +37,6 @@ def _is_any(ids, values):
     return tf.reduce_any(tf.equal(ids[..., tf.newaxis], tf.constant(values, ids.dtype)), axis=-1)
 
 
-def _pieces(tokenizer, ids):
-    """In-graph piece strings of `ids` (`SubwordTokenizer.id_to_string`)."""
-    return tokenizer.id_to_string(ids)
-
-
 def _as_text(pieces):
     """`"".join(pieces).replace("▁", " ").strip()` on string tensors (last axis joined)."""
     text = tf.strings.reduce_join(pieces, axis=-1)
@@ -130,7 +125,7 @@ def replace_unknown_words(ids, source_ids, alignments, source_tokenizer, target_
         # Source words: a word starts at position 0, at a piece marked ▁, and
         # next to a position that is no word (PAD/BOS/EOS).
         source_not_word = _is_any(source_ids, _NOT_WORDS)  # (B, S)
-        source_pieces = _pieces(source_tokenizer, source_ids)  # (B, S)
+        source_pieces = source_tokenizer.id_to_string(source_ids)  # (B, S)
         marked = tf.equal(tf.strings.substr(source_pieces, 0, len(_WORD_START.encode())),
                           _WORD_START)
         after_not_word = tf.pad(source_not_word[:, :-1], [[0, 0], [1, 0]], constant_values=True)
@@ -154,7 +149,7 @@ def replace_unknown_words(ids, source_ids, alignments, source_tokenizer, target_
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
         read = before_eos & tf.logical_not(_is_any(ids, _NOT_WORDS))
         is_unk = read & tf.equal(ids, unk_id)
-        texts = tf.where(is_unk, copied, _pieces(target_tokenizer, ids))  # (B, T)
+        texts = tf.where(is_unk, copied, target_tokenizer.id_to_string(ids))  # (B, T)
 
         # An <unk> whose previous read token is an <unk> on the same word adds
         # nothing. Compare each read token with the one read before it.

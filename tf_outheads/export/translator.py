@@ -45,6 +45,7 @@ from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 from tf_outheads.decoding.unk import replace_unknown_words
+from tf_outheads.validation import positive_int
 
 DEFAULT_BEAM_SIZES = (1, 2, 4, 5, 8)
 MAX_SOURCE_LENGTH = 256
@@ -56,12 +57,6 @@ CONFIG_PATH = os.path.join("assets.extra", "tf_outheads_export.json")
 SOURCES = "sources"
 OUTPUT_NAMES = ("translations", "scores", "beam_size", "truncated")
 _CPU = "/cpu:0"
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be an int >= 1. Received: {name}={value!r}")
-    return value
 
 
 def _tokenizer_copy(tokenizer, name):
@@ -146,19 +141,19 @@ class TranslatorModule(tf.Module):
                  max_length_ratio=1.5, max_length_offset=10, max_input_bytes=MAX_INPUT_BYTES,
                  name="translator"):
         super().__init__(name=name)
-        beam_size = _positive_int("beam_size", beam_size)
-        num_hypotheses = _positive_int("num_hypotheses", num_hypotheses)
+        beam_size = positive_int("beam_size", beam_size)
+        num_hypotheses = positive_int("num_hypotheses", num_hypotheses)
         if num_hypotheses > beam_size:
             raise ValueError("`num_hypotheses` must be at most `beam_size` "
                              f"({beam_size}). Received: num_hypotheses={num_hypotheses}")
         if not float(length_penalty) >= 0.0:
             raise ValueError(f"`length_penalty` must be >= 0. Received: "
                              f"length_penalty={length_penalty!r}")
-        widths = [_positive_int("beam_sizes", width) for width in beam_sizes]
-        if _positive_int("max_source_length", max_source_length) < 2:
+        widths = [positive_int("beam_sizes", width) for width in beam_sizes]
+        if positive_int("max_source_length", max_source_length) < 2:
             raise ValueError("`max_source_length` must be >= 2 (one piece and EOS). "
                              f"Received: max_source_length={max_source_length}")
-        _positive_int("max_input_bytes", max_input_bytes)
+        positive_int("max_input_bytes", max_input_bytes)
         can_align = callable(getattr(model, "source_alignments", None))
         if replace_unk and not can_align:
             raise ValueError(

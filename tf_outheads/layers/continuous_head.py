@@ -7,7 +7,6 @@ vector e(w) (`tf_outheads.VMFLoss`). The output layer has no `|V|`-sized
 parameters; decoding is a nearest-neighbour search over the target table.
 """
 
-import numbers
 
 import keras
 import numpy as np
@@ -16,14 +15,9 @@ from keras import ops
 from tf_outheads.api_export import export
 from tf_outheads.layers.heads import register_head
 from tf_outheads.ops.bessel import log_vmf_normalizer
+from tf_outheads.validation import positive_int
 
 SCORINGS = ("posterior", "log_likelihood", "cosine")
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-    return int(value)
 
 
 @export
@@ -86,10 +80,10 @@ class ContinuousOutputHead(keras.layers.Layer):
                  activation="tanh", scoring="posterior", kernel_initializer="glorot_uniform",
                  **kwargs):
         super().__init__(**kwargs)
-        self.vocabulary_size = _positive_int("vocabulary_size", vocabulary_size)
-        self.output_dim = _positive_int("output_dim", output_dim)
+        self.vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
+        self.output_dim = positive_int("output_dim", output_dim)
         if hidden_units is not None:
-            hidden_units = _positive_int("hidden_units", hidden_units)
+            hidden_units = positive_int("hidden_units", hidden_units)
         if scoring not in SCORINGS:
             raise ValueError(f"`scoring` must be one of {SCORINGS}. Received: scoring={scoring!r}")
         self.hidden_units = hidden_units

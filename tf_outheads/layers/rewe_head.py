@@ -17,7 +17,6 @@ A model that has a ReWE head (`zoo.LSTMSeq2Seq(rewe=...)`, through
 with the ReWE loss, and only the logits otherwise.
 """
 
-import numbers
 
 import keras
 import numpy as np
@@ -25,6 +24,7 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.layers.heads import target_embedding_argument
+from tf_outheads.validation import positive_int
 
 # The model's outputs in a training step, the keys of `compile(loss=..., loss_weights=...)`.
 LOGITS_OUTPUT = "logits"
@@ -32,12 +32,6 @@ REWE_OUTPUT = "rewe"
 
 TARGETS = ("input_embedding", "pretrained")
 PREDICTIONS = ("regression", "predicted_word")
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-    return int(value)
 
 
 @export
@@ -123,8 +117,8 @@ class ReWEHead(keras.layers.Layer):
                  prediction="regression", activation="relu",
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
-        self.embedding_dim = _positive_int("embedding_dim", embedding_dim)
-        self.hidden_dim = _positive_int("hidden_dim", hidden_dim)
+        self.embedding_dim = positive_int("embedding_dim", embedding_dim)
+        self.hidden_dim = positive_int("hidden_dim", hidden_dim)
         if targets not in TARGETS:
             raise ValueError(f"`targets` must be one of {TARGETS}. Received: targets={targets!r}")
         if prediction not in PREDICTIONS:
@@ -154,7 +148,7 @@ class ReWEHead(keras.layers.Layer):
         if vocabulary_size is None and embedding is not None:
             vocabulary_size = embedding.input_dim
         if targets == "pretrained":
-            vocabulary_size = _positive_int("vocabulary_size", vocabulary_size)
+            vocabulary_size = positive_int("vocabulary_size", vocabulary_size)
         self.targets = targets
         self.prediction = prediction
         self.vocabulary_size = vocabulary_size

@@ -16,7 +16,6 @@ a slowly growing term — a pseudo-loss, to compare only with itself.
 
 import numbers
 
-import keras
 from keras import ops
 
 from tf_outheads.api_export import export
