@@ -19,6 +19,7 @@ from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.layers.rewe_head import ReWEHead
+from tf_outheads.layers.shared_private import SharedPrivateEmbedding
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
@@ -52,6 +53,7 @@ __all__ = [
     "ReWEHead",
     "ReWELoss",
     "SampledSoftmaxLoss",
+    "SharedPrivateEmbedding",
     "SoftmaxHead",
     "TiedSoftmaxHead",
     "VMFLoss",

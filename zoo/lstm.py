@@ -21,6 +21,7 @@ from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.heads import build_head, head_to_spec
 from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
+from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
 from tf_outheads.training.head_loss import HeadLossMixin
 
 
@@ -263,6 +264,13 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
             `ReWEHead`. Its weights are created after all others, so the rest
             of the model starts from the same values with or without it.
             Defaults to `None`.
+        shared_private: shared-private bilingual embeddings (Liu et al.
+            2019): `None` (separate source and target tables), a dict
+            `{"pairs": WordPairs | config | pairs file, "sharing_ratios":
+            (λ_lm, λ_wf, λ_ur)}` or a `tf_outheads.SharedPrivateEmbedding` of
+            this model's vocabularies and `embedding_dim`. Its target side is
+            the target embedding every tied/joint/ReWE head reuses. Needs
+            `source_embedding_dim` unset. Defaults to `None`.
         **kwargs: passed to `keras.Model`.
 
     Call arguments:
@@ -311,6 +319,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         encoder_layers=None,
         decoder_layers=None,
         source_embedding_dim=None,
+        shared_private=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -342,14 +351,29 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         self.uniform_init = uniform_init
 
         embedding_init = "uniform"
-        self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, source_embedding_dim or embedding_dim, embeddings_initializer=embedding_init,
-            dtype=self.dtype_policy, name="source_embedding",
-        )
-        self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
-            dtype=self.dtype_policy, name="target_embedding",
-        )
+        if shared_private is not None:
+            if source_embedding_dim not in (None, embedding_dim):
+                raise ValueError(
+                    "Shared-private embeddings have one size for both sides: leave "
+                    "`source_embedding_dim` unset. "
+                    f"Received: source_embedding_dim={source_embedding_dim}, "
+                    f"embedding_dim={embedding_dim}")
+            self.shared_private = shared_private_argument(
+                shared_private, source_vocabulary_size, target_vocabulary_size, embedding_dim,
+                embeddings_initializer=embedding_init, dtype=self.dtype_policy)
+            self.source_embedding = self.shared_private.source
+            self.target_embedding = self.shared_private.target
+        else:
+            self.shared_private = None
+            self.source_embedding = keras.layers.Embedding(
+                source_vocabulary_size, source_embedding_dim or embedding_dim,
+                embeddings_initializer=embedding_init, dtype=self.dtype_policy,
+                name="source_embedding",
+            )
+            self.target_embedding = keras.layers.Embedding(
+                target_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
+                dtype=self.dtype_policy, name="target_embedding",
+            )
         self.source_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.encoder = LSTMEncoder(
             encoder_layers or num_layers, hidden_dim, bidirectional=bidirectional_encoder, dropout=dropout,
@@ -421,7 +445,18 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         return self.head_outputs(h, training)
 
     # -- decoding contract ------------------------------------------------
-    def initial_decoding_state(self, source_ids):
+    def initial_decoding_state(self, source_ids, max_length=None):
+        """The decoding state of a batch of sources (see `AttentionalLSTMDecoder`).
+
+        Args:
+            source_ids: int `(B, S)`, padded with 0.
+            max_length: the number of decoding steps the search will run (int
+                or int32 tensor), part of the decoding contract for models
+                that preallocate per-step caches (`zoo.TransformerSeq2Seq`).
+                Ignored: the LSTM state does not grow with the output.
+                Defaults to `None`.
+        """
+        del max_length  # the LSTM state has no per-step cache
         return self.encode(source_ids, training=False)
 
     def make_step_fn(self, cache=None):
@@ -483,6 +518,8 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
                 "uniform_init": self.uniform_init,
                 "head": head_to_spec(self.head),
                 "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
+                "shared_private": (shared_private_to_spec(self.shared_private)
+                                   if self.shared_private is not None else None),
             }
         )
         return config

@@ -95,4 +95,70 @@ def write_line_plot(path, series, title="", xlabel="", ylabel=""):
     return path
 
 
-__all__ = ["write_line_plot"]
+def pca_2d(vectors):
+    """Rows of `vectors` `(n, d)` projected on their first two principal axes `(n, 2)`."""
+    import numpy as np
+
+    centered = np.asarray(vectors, dtype=np.float64)
+    centered = centered - centered.mean(axis=0)
+    _, _, axes = np.linalg.svd(centered, full_matrices=False)
+    projected = centered @ axes[:2].T
+    if projected.shape[1] < 2:
+        projected = np.pad(projected, ((0, 0), (0, 2 - projected.shape[1])))
+    return projected
+
+
+def write_paired_embedding_plot(path, source_vectors, target_vectors, source_labels,
+                                target_labels, title=""):
+    """Liu et al. (2019) Figure 6: a 2-D PCA of source and target embeddings.
+
+    Both sides are projected together (one PCA over the stacked rows); source
+    words are drawn in blue, target words in red, and the i-th source word is
+    joined to the i-th target word (its pair) by a grey line.
+
+    Args:
+        path: str, the `.svg` file to write.
+        source_vectors, target_vectors: arrays `(n, d)`, row i of each a pair.
+        source_labels, target_labels: sequences of n str.
+        title: str.
+
+    Raises:
+        ValueError: sides of different sizes or fewer than two pairs.
+    """
+    import numpy as np
+
+    source_vectors, target_vectors = np.asarray(source_vectors), np.asarray(target_vectors)
+    n = len(source_vectors)
+    if not (len(target_vectors) == len(source_labels) == len(target_labels) == n) or n < 2:
+        raise ValueError(
+            "Give at least two pairs, as many vectors as labels on both sides. Received: "
+            f"{len(source_vectors)}/{len(target_vectors)} vectors, "
+            f"{len(source_labels)}/{len(target_labels)} labels")
+    points = pca_2d(np.concatenate([source_vectors, target_vectors]))
+    low, high = points.min(axis=0), points.max(axis=0)
+    span = np.where(high > low, high - low, 1.0)
+    plot_w, plot_h = _WIDTH - _LEFT - _RIGHT, _HEIGHT - _TOP - _BOTTOM
+    xy = [(_LEFT + (x - low[0]) / span[0] * plot_w, _TOP + (high[1] - y) / span[1] * plot_h)
+          for x, y in points]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{_HEIGHT}" '
+             f'font-family="sans-serif" font-size="11">',
+             f'<rect width="{_WIDTH}" height="{_HEIGHT}" fill="white"/>',
+             f'<text x="{_WIDTH / 2}" y="20" text-anchor="middle" font-size="14">'
+             f'{escape(title)}</text>']
+    for i in range(n):
+        (x1, y1), (x2, y2) = xy[i], xy[n + i]
+        parts.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
+                     'stroke="#ccc"/>')
+    for index, ((x, y), label) in enumerate(zip(xy, list(source_labels) + list(target_labels))):
+        color = COLORS[1] if index < n else COLORS[0]
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>')
+        parts.append(f'<text x="{x + 4:.1f}" y="{y - 3:.1f}" fill="{color}">{escape(label)}</text>')
+    parts.append(f'<text x="{_LEFT}" y="{_HEIGHT - 12}" fill="{COLORS[1]}">source</text>')
+    parts.append(f'<text x="{_LEFT + 60}" y="{_HEIGHT - 12}" fill="{COLORS[0]}">target</text>')
+    parts.append("</svg>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(parts) + "\n")
+    return path
+
+
+__all__ = ["pca_2d", "write_line_plot", "write_paired_embedding_plot"]

@@ -5,7 +5,8 @@ Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
 :func:`load_tokenizers`) and build batches (:func:`make_training_dataset`,
 :func:`make_inference_dataset`). Target word vectors for continuous-output heads
 come from :func:`train_word_vectors`, :func:`load_word_vectors` and
-:func:`target_embedding_table`. Special-token ids live in
+:func:`target_embedding_table`. Source–target word pairs for shared-private
+embeddings come from :func:`build_word_pairs` (:class:`WordPairs`). Special-token ids live in
 :mod:`tf_outheads.data.special_tokens`.
 """
 
@@ -33,6 +34,14 @@ from tf_outheads.data.word_vectors import TargetTable
 from tf_outheads.data.word_vectors import load_word_vectors
 from tf_outheads.data.word_vectors import target_embedding_table
 from tf_outheads.data.word_vectors import train_word_vectors
+from tf_outheads.data.word_pairs import PairingError
+from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pairs import attention_links
+from tf_outheads.data.word_pairs import build_word_pairs
+from tf_outheads.data.word_pairs import eflomal_links
+from tf_outheads.data.word_pairs import split_words
+from tf_outheads.data.word_pairs import word_pairs_from_tokenizers
+from tf_outheads.data.word_pairs import word_vocabulary
 
 __all__ = [
     "special_tokens",
@@ -59,4 +68,12 @@ __all__ = [
     "load_word_vectors",
     "target_embedding_table",
     "TargetTable",
+    "PairingError",
+    "WordPairs",
+    "attention_links",
+    "build_word_pairs",
+    "eflomal_links",
+    "split_words",
+    "word_pairs_from_tokenizers",
+    "word_vocabulary",
 ]

@@ -158,7 +158,9 @@ class CategoricalHead(keras.layers.Layer):
         if not self.built:
             raise ValueError(f"Build the head before asking for its capacity: {self.name}")
         embedding = getattr(self, "embedding", None)
-        shared = {id(embedding.embeddings)} if embedding is not None else set()
+        # Every variable of the embedding it reuses (one table, or the
+        # sub-matrices of a shared-private embedding).
+        shared = {id(w) for w in embedding.weights} if embedding is not None else set()
         terms = []
         for weight in self.weights:
             if id(weight) in shared:
