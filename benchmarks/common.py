@@ -146,6 +146,37 @@ def write_record(benchmark, args, machine, started, fields, exclude=()):
     return record
 
 
+FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS
+
+
+def random_sentences(rng, rows, length, vocab):
+    """`(rows, length)` int32 of word ids, the last one EOS: no padding."""
+    import numpy as np
+    from tf_outheads.data.special_tokens import EOS_ID
+
+    ids = rng.integers(FIRST_WORD_ID, vocab, (rows, length)).astype(np.int32)
+    ids[:, -1] = EOS_ID
+    return ids
+
+
+def training_batches(args, rng, source_vocab, target_vocab):
+    """`args.steps` batches `(features, target_out)` of `args.batch_size` random
+    sentences, `args.source_length` / `args.target_length` tokens, no padding."""
+    import numpy as np
+    import tensorflow as tf
+    from tf_outheads.data.special_tokens import BOS_ID
+
+    batches = []
+    for _ in range(args.steps):
+        source = random_sentences(rng, args.batch_size, args.source_length, source_vocab)
+        target_out = random_sentences(rng, args.batch_size, args.target_length, target_vocab)
+        target_in = np.concatenate(
+            [np.full((args.batch_size, 1), BOS_ID, np.int32), target_out[:, :-1]], axis=1)
+        batches.append(({"source_ids": tf.constant(source), "target_in": tf.constant(target_in)},
+                        tf.constant(target_out)))
+    return batches
+
+
 def benchmark_parser(doc, quick):
     """The parser every benchmark starts from: the first paragraph of `doc` as its
     description, defaults shown in `--help`, and `--quick` (the sizes in the dict

@@ -232,7 +232,8 @@ def bookkeeping(args, model, source_tokenizer, target_tokenizer, sentences):
     source_ids = np.full((len(batch), width), PAD_ID, np.int32)
     for row, ids in enumerate(pieces):
         source_ids[row, :len(ids) + 1] = ids + [data.EOS_ID]
-    state = model.initial_decoding_state(tf.constant(source_ids))  # encoder: not timed
+    state = model.initial_decoding_state(tf.constant(source_ids),
+                                         max_length=args.steps)  # encoder: not timed
     cache = model.head.inference_cache()
     real_step = model.make_step_fn(cache)
     vocab_size = target_tokenizer.vocab_size

@@ -40,7 +40,7 @@ gives the head's `inference_cache()`, computed once and kept until the weights
 change (each call pays only the weights fingerprint check; timed, as it is part
 of what a user waits for), then each batch runs one `tf.function` of
 `tf_outheads.decoding.greedy_search` over `model.make_step_fn(cache)` from
-`model.initial_decoding_state(source_ids)`. The weights are untrained, so a
+`model.initial_decoding_state(source_ids, max_length)`. The weights are untrained, so a
 sentence would stop at whatever step EOS happens to win; to give every head the
 same work, every sentence emits exactly `--decode-length` tokens (EOS blocked
 with `min_length` until that limit). Reported: sentences/s, emitted tokens/s,
@@ -81,8 +81,8 @@ import statistics
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_thread_arguments, benchmark_parser, machine_info, parse_benchmark_args, setup,
-    write_record,
+    add_thread_arguments, benchmark_parser, machine_info, parse_benchmark_args,
+    random_sentences, setup, training_batches, write_record,
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -179,14 +179,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.decoding import greedy_search  # noqa: E402
 from tf_outheads.decoding.translate import Translator  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.fit import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
-FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS
 
 
 # --------------------------------------------------------------------------
@@ -215,22 +213,8 @@ def build_model(args, source_vocab, target_vocab, head):
 # --------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------
-def random_sentences(rng, rows, length, vocab):
-    """`(rows, length)` int32 of word ids, the last one EOS: no padding."""
-    ids = rng.integers(FIRST_WORD_ID, vocab, (rows, length)).astype(np.int32)
-    ids[:, -1] = EOS_ID
-    return ids
-
-
 def synthetic_batches(args, source_vocab, target_vocab, rng):
-    batches = []
-    for _ in range(args.steps):
-        source = random_sentences(rng, args.batch_size, args.source_length, source_vocab)
-        target_out = random_sentences(rng, args.batch_size, args.target_length, target_vocab)
-        target_in = np.concatenate(
-            [np.full((args.batch_size, 1), BOS_ID, np.int32), target_out[:, :-1]], axis=1)
-        batches.append(({"source_ids": tf.constant(source), "target_in": tf.constant(target_in)},
-                        tf.constant(target_out)))
+    batches = training_batches(args, rng, source_vocab, target_vocab)
     decode = [tf.constant(random_sentences(rng, args.decode_batch_size, args.source_length,
                                            source_vocab))
               for _ in range(args.decode_batches)]
@@ -244,7 +228,7 @@ def make_decoder(model, length):
     translator = Translator(model, None, None)
     def decode_batch(source_ids, cache):
         step_fn = model.make_step_fn(cache)
-        state = model.initial_decoding_state(source_ids)
+        state = model.initial_decoding_state(source_ids, max_length=length)
         # min_length = max_length: every sentence emits exactly `length` tokens.
         result = greedy_search(step_fn, state, tf.shape(source_ids)[0], length,
                                min_length=length)

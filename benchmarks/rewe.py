@@ -62,7 +62,7 @@ import time
 
 from common import (  # benchmarks/ is the script's folder
     add_thread_arguments, benchmark_parser, interleaved, machine_info,
-    parse_benchmark_args, setup, stats, write_record,
+    parse_benchmark_args, setup, stats, training_batches, write_record,
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -147,12 +147,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.fit import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
-FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS
 
 
 # --------------------------------------------------------------------------
@@ -199,24 +197,9 @@ def parameters(model):
             "inference": report.total - rewe, "groups": report.groups}
 
 
-def random_sentences(rng, rows, length, vocab):
-    """`(rows, length)` int32 of word ids, the last one EOS: no padding."""
-    ids = rng.integers(FIRST_WORD_ID, vocab, (rows, length)).astype(np.int32)
-    ids[:, -1] = EOS_ID
-    return ids
-
-
 def synthetic_batches(args):
     rng = np.random.default_rng(args.seed)
-    batches = []
-    for _ in range(args.steps):
-        source = random_sentences(rng, args.batch_size, args.source_length, args.vocab_size)
-        target_out = random_sentences(rng, args.batch_size, args.target_length, args.vocab_size)
-        target_in = np.concatenate(
-            [np.full((args.batch_size, 1), BOS_ID, np.int32), target_out[:, :-1]], axis=1)
-        batches.append(({"source_ids": tf.constant(source), "target_in": tf.constant(target_in)},
-                        tf.constant(target_out)))
-    return batches
+    return training_batches(args, rng, args.vocab_size, args.vocab_size)
 
 
 # --------------------------------------------------------------------------

@@ -471,8 +471,9 @@ def make_decoder(kind, model):
     from tf_outheads.decoding import greedy_search
 
     def decode(src):
-        result = greedy_search(model.make_step_fn(), model.initial_decoding_state(src),
-                               tf.shape(src)[0], decode_limits(src))
+        limits = decode_limits(src)
+        state = model.initial_decoding_state(src, max_length=tf.reduce_max(limits))
+        result = greedy_search(model.make_step_fn(), state, tf.shape(src)[0], limits)
         return result.lengths
 
     return tf.function(decode, reduce_retracing=True)

@@ -713,7 +713,7 @@ def make_decoder(model, length):
 
     def decode_batch(source_ids, cache):
         step_fn = model.make_step_fn(cache)
-        state = model.initial_decoding_state(source_ids)
+        state = model.initial_decoding_state(source_ids, max_length=length)
         # min_length = max_length: every sentence emits exactly `length` tokens.
         return greedy_search(step_fn, state, tf.shape(source_ids)[0], length,
                              min_length=length).lengths

@@ -1,10 +1,10 @@
 """Model zoo: seq2seq models that take any tf_outheads head, named presets, the CLI.
 
-`from zoo import LSTMSeq2Seq`. Imports are lazy so that `tf-outheads --help`
+`from zoo import LSTMSeq2Seq, TransformerSeq2Seq`. Imports are lazy so that `tf-outheads --help`
 answers without loading TensorFlow.
 """
 
-__all__ = ["LSTMSeq2Seq", "PRESETS", "get_preset"]
+__all__ = ["LSTMSeq2Seq", "PRESETS", "TransformerSeq2Seq", "get_preset"]
 
 
 def __getattr__(name):
@@ -12,6 +12,10 @@ def __getattr__(name):
         from zoo.lstm import LSTMSeq2Seq
 
         return LSTMSeq2Seq
+    if name == "TransformerSeq2Seq":
+        from zoo.transformer import TransformerSeq2Seq
+
+        return TransformerSeq2Seq
     if name in ("PRESETS", "get_preset"):
         from zoo import presets
 

@@ -33,7 +33,9 @@ def _fingerprint(source_tokenizer, target_tokenizer, threshold, texts):
 
 def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_dir, log=print):
     """Returns `model_config` with `shared_private.pairs = "auto"` replaced by the
-    path of the run's pairs file (built, or reused when its fingerprint matches).
+    path of the run's pairs file (built, or reused when its fingerprint matches),
+    and `"identity"` by every piece paired with itself (three-way tying; needs
+    a joint vocabulary). Other values pass through; `threshold` is dropped.
 
     Args:
         model_config: the preset's `model` section (not modified).
@@ -53,6 +55,13 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
                          f"Received: {spec!r}")
     spec = dict(spec)
     threshold = spec.pop("threshold", 0.05)
+    if spec.get("pairs") == "identity":  # three-way weight tying
+        if source_tokenizer.model_proto != target_tokenizer.model_proto:
+            raise ValueError("`shared_private.pairs = 'identity'` (three-way weight tying) "
+                             "needs a joint vocabulary: set data.joint_vocabulary = True.")
+        tokens = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]
+        pairs = WordPairs.identity(source_tokenizer.vocab_size, tokens=tokens)
+        return {**model_config, "shared_private": {**spec, "pairs": pairs.get_config()}}
     if spec.get("pairs") != "auto":
         return {**model_config, "shared_private": spec}
     path = os.path.join(run_dir, PAIRS_FILE)

@@ -20,11 +20,16 @@ from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training.fit import compile_for_translation, translation_callbacks
+from tf_outheads.training.schedules import InverseSquareRootSchedule
 from zoo.lstm import LSTMSeq2Seq
 from zoo.plots import write_line_plot
 from zoo.presets import get_preset
+from zoo.shared_private import FIGURE_FILE, PAIRS_FILE, resolve_pairs, write_pair_figure
+from zoo.transformer import TransformerSeq2Seq
 
-MODEL_TYPES = {"lstm": LSTMSeq2Seq}
+MODEL_TYPES = {"lstm": LSTMSeq2Seq, "transformer": TransformerSeq2Seq}
+# `train.learning_rate_schedule["name"]` → schedule class.
+LEARNING_RATE_SCHEDULES = {"inverse_sqrt": InverseSquareRootSchedule}
 # `train.loss` by name: losses of heads that need their own.
 LOSSES = {"vmf": VMFLoss, "cosine": CosineEmbeddingLoss, "mse": MSEEmbeddingLoss}
 
@@ -81,6 +86,53 @@ def reference_streams(corpus, data_config):
 def build_model(preset, source_vocabulary_size, target_vocabulary_size):
     model_cls = MODEL_TYPES[preset["train"]["model_type"]]
     return model_cls(source_vocabulary_size, target_vocabulary_size, **preset["model"])
+
+
+def learning_rate(preset):
+    """The preset's learning rate: `train.learning_rate`, or its schedule.
+
+    `train.learning_rate_schedule` (optional): `None`, or
+    `{"name": "inverse_sqrt", "warmup_steps": 4000, "scale": 1.0}`
+    (`tf_outheads.training.InverseSquareRootSchedule`; its `model_dim`
+    defaults to the model's `model_dim`, else `hidden_dim`). A schedule
+    replaces `train.learning_rate`.
+    """
+    train_config = preset["train"]
+    schedule = train_config.get("learning_rate_schedule")
+    if not schedule:
+        if train_config.get("learning_rate") is None:
+            raise ValueError("train.learning_rate must be a float when there is no "
+                             "train.learning_rate_schedule. Received: learning_rate=None")
+        return train_config["learning_rate"]
+    if not isinstance(schedule, dict) or schedule.get("name") not in LEARNING_RATE_SCHEDULES:
+        raise ValueError("train.learning_rate_schedule must be None or {'name': one of "
+                         f"{sorted(LEARNING_RATE_SCHEDULES)}, ...options}}. "
+                         f"Received: {schedule!r}")
+    options = {key: value for key, value in schedule.items() if key != "name"}
+    model_config = preset["model"]
+    options.setdefault("model_dim", model_config.get("model_dim") or model_config.get("hidden_dim"))
+    return LEARNING_RATE_SCHEDULES[schedule["name"]](**options)
+
+
+def build_optimizer(preset):
+    """The preset's Adam, or `None` for `compile_for_translation`'s default Adam.
+
+    Optional `train` keys (presets without them get the default optimizer,
+    unchanged): `learning_rate_schedule` (see `learning_rate`), `adam_beta_2`
+    (Keras' default 0.999; the Transformer's 0.98) and `adam_epsilon` (Keras'
+    default 1e-7; Vaswani et al. 1e-9).
+    """
+    train_config = preset["train"]
+    names = ("learning_rate_schedule", "adam_beta_2", "adam_epsilon")
+    if all(train_config.get(name) is None for name in names):
+        return None
+    beta_2, epsilon = train_config.get("adam_beta_2"), train_config.get("adam_epsilon")
+    return keras.optimizers.Adam(
+        learning_rate=learning_rate(preset),
+        beta_2=0.999 if beta_2 is None else beta_2,
+        epsilon=1e-7 if epsilon is None else epsilon,
+        clipnorm=train_config["clipnorm"],
+    )
 
 
 def training_loss(train_config):
@@ -149,7 +201,8 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     dev-BLEU weights), `logs/` (TensorBoard), `history.csv`, `bleu.jsonl`,
     `dev.hyp`, `test.hyp`, `results.json`, `loss_curves.csv` and
     `loss_curves.svg` (the loss of every step; with a ReWE head NLL and ReWE
-    separately). Re-running with the same
+    separately); with shared-private embeddings built from `pairs: "auto"`,
+    `word_pairs.tsv` and `paired_embeddings_pca.svg` (Liu et al. 2019, Fig. 6). Re-running with the same
     `run_dir` reuses the tokenizer and resumes an interrupted training from `backup/`.
     """
     start = time.time()
@@ -187,6 +240,10 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     dev_batches = int(dev_dataset.reduce(0, lambda count, _: count + 1))
     dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
 
+    # Shared-private embeddings with `pairs: "auto"`: word pairs from eflomal
+    # alignments of the training split, written to (and reused from) the run dir.
+    preset = {**preset, "model": resolve_pairs(preset["model"], train, source_tokenizer,
+                                                target_tokenizer, run_dir, log=log)}
     model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
     if hasattr(model.head, "set_target_vectors"):
         table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
@@ -199,13 +256,19 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
                                        train_config["seed"], log=log)
         rewe.set_target_vectors(table.vectors)
     loss_keywords = training_loss(train_config)
+    optimizer = build_optimizer(preset)
     compile_for_translation(
         model,
         learning_rate=train_config["learning_rate"],
         clipnorm=train_config["clipnorm"],
+        optimizer=optimizer,
         **loss_keywords,
     )
     log(f"[model] {type(model).__name__} {preset['model']}")
+    if optimizer is not None:
+        log(f"[optimizer] Adam beta_2={optimizer.beta_2} epsilon={optimizer.epsilon} "
+            f"clipnorm={optimizer.clipnorm}, learning rate "
+            f"{train_config.get('learning_rate_schedule') or train_config['learning_rate']}")
     log(str(parameter_report(model)))
 
     dev_refs = reference_streams(splits["dev"], data_config)
@@ -243,6 +306,11 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         model.load_weights(best)
     model_path = os.path.join(run_dir, "model.keras")
     model.save(model_path)
+    pairs_path = os.path.join(run_dir, PAIRS_FILE)
+    if os.path.exists(pairs_path):  # Liu et al. (2019) Figure 6 for this run
+        figure = write_pair_figure(model, pairs_path, os.path.join(run_dir, FIGURE_FILE))
+        if figure:
+            log(f"[pairs] PCA of paired embeddings → {figure}")
 
     translator = Translator(model, source_tokenizer, target_tokenizer, **decode_config)
     results = {"preset": preset_name, "run_dir": run_dir,

@@ -184,3 +184,27 @@ def test_bad_arguments_are_refused(kwargs, message):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         SharedPrivateEmbedding(**arguments)
+
+
+@pytest.mark.parametrize("ratios", [(0.9, 0.7, 0.5), (0, 0, 0), (1, 1, 1), (1, 0.5, 0)])
+def test_lookup_without_the_table_equals_rows_of_the_table(ratios):
+    layer = small_layer(ratios)
+    ids = np.array([[0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0]])
+    np.testing.assert_array_equal(np.asarray(layer.source(ids)),
+                                  np.asarray(layer.source.embeddings)[ids])
+    ids = np.array([6, 5, 4, 3, 2, 1, 0, 3])
+    np.testing.assert_array_equal(np.asarray(layer.target(ids)),
+                                  np.asarray(layer.target.embeddings)[ids])
+    # Gradients of a lookup equal those of rows of the assembled table.
+    weights = np.random.default_rng(0).normal(size=(8, 10)).astype("float32")
+    gradients = []
+    for rows in (lambda: layer.target(ids), lambda: tf.gather(layer.target.embeddings, ids)):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(rows() * weights)
+        gradients.append([np.asarray(tf.convert_to_tensor(g)) if g is not None else None
+                          for g in tape.gradient(loss, layer.trainable_weights)])
+    for lookup_gradient, table_gradient in zip(*gradients):
+        if table_gradient is None:
+            assert lookup_gradient is None or not lookup_gradient.any()
+        else:
+            np.testing.assert_allclose(lookup_gradient, table_gradient, rtol=1e-6, atol=1e-6)

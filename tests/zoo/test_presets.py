@@ -8,19 +8,31 @@ from tf_outheads.layers.continuous_head import ContinuousOutputHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.metrics import parameter_report
 from zoo.presets import PRESETS, get_preset
+from zoo.shared_private import resolve_pairs
 from zoo.train import build_model, training_loss
 
 VOCAB = 40  # every preset's model at a tiny vocabulary: the layers are what is checked
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
-def test_preset_builds_its_model_loss_and_translator(name, bible_tokenizer):
+def test_preset_builds_its_model_loss_and_translator(name, bible_slice, bible_tokenizer,
+                                                     tmp_path):
     preset = get_preset(name)
     assert set(preset) == {"description", "data", "model", "train", "decode"}
     assert preset["description"]
-    if preset["model"]["hidden_dim"] > 512:
+    # LSTM presets give hidden_dim, Transformer presets model_dim.
+    if preset["model"].get("hidden_dim", preset["model"].get("model_dim")) > 512:
         pytest.skip("large model: test_vivo_table_3_presets builds the 1024 ones")
-    model = build_model(preset, VOCAB, VOCAB)
+    vocab = VOCAB
+    if preset["model"].get("shared_private"):
+        # Pairs from the run's corpus and tokenizer, as zoo.train makes them.
+        pytest.importorskip("eflomal")
+        with pytest.raises(ValueError, match="zoo.train resolves"):
+            build_model(preset, VOCAB, VOCAB)
+        preset["model"] = resolve_pairs(preset["model"], bible_slice.select(range(300)),
+                                        bible_tokenizer, bible_tokenizer, str(tmp_path))
+        vocab = bible_tokenizer.vocab_size
+    model = build_model(preset, vocab, vocab)
     training_loss(preset["train"])  # a bad loss spec raises
     Translator(model, bible_tokenizer, bible_tokenizer, **preset["decode"])
 
@@ -50,3 +62,23 @@ def test_vivo_table_3_presets(name, head_type, bible_tokenizer):
         assert groups["output_layer"] == 1024 * 300 + 60
     assert np.isfinite(model.count_params())
     Translator(model, bible_tokenizer, bible_tokenizer, **preset["decode"])
+
+
+def test_shared_private_presets_differ_from_their_vanilla_model_in_embeddings_only():
+    # Liu et al. 2019 Tables 1/4: the four Transformer set-ups of each size.
+    for size in ("base", "cpu"):
+        vanilla = get_preset(f"transformer-{size}")
+        assert vanilla["model"]["head"] == "softmax" and vanilla["model"]["shared_private"] is None
+        for name, shared_private in (("decoder-wt", None),
+                                     ("three-way", {"pairs": "identity",
+                                                    "sharing_ratios": [1.0, 1.0, 1.0]}),
+                                     ("shared-private", {"pairs": "auto", "threshold": 0.05,
+                                                         "sharing_ratios": [0.9, 0.7, 0.5]})):
+            preset = get_preset(f"transformer-{size}-{name}")
+            assert preset["model"] == dict(vanilla["model"], head="tied",
+                                           shared_private=shared_private)
+            assert {k: preset[k] for k in ("data", "train", "decode")} == {
+                k: vanilla[k] for k in ("data", "train", "decode")}
+    base = get_preset("transformer-base")["model"]
+    assert (base["model_dim"], base["ffn_dim"], base["num_heads"], base["encoder_layers"],
+            base["decoder_layers"]) == (512, 2048, 8, 6, 6)

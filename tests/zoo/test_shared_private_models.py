@@ -12,6 +12,7 @@ from tf_outheads.layers.shared_private import SharedPrivateEmbedding
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.metrics import parameter_report
 from zoo.lstm import LSTMSeq2Seq
+from zoo.transformer import TransformerSeq2Seq
 
 SOURCE_VOCAB_SIZE, TARGET_VOCAB_SIZE, DIM = 23, 19, 8
 
@@ -23,11 +24,15 @@ def pairs():
                      SOURCE_VOCAB_SIZE, TARGET_VOCAB_SIZE)
 
 
-def make_model(head="tied", **kwargs):
-    config = dict(embedding_dim=DIM, hidden_dim=DIM, num_layers=1, dropout=0.0, head=head,
-                  shared_private={"pairs": pairs(), "sharing_ratios": (0.9, 0.7, 0.5)})
+def make_model(head="tied", model_type=LSTMSeq2Seq, **kwargs):
+    if model_type is LSTMSeq2Seq:
+        config = dict(embedding_dim=DIM, hidden_dim=DIM, num_layers=1, dropout=0.0)
+    else:
+        config = dict(model_dim=DIM, ffn_dim=16, num_heads=2, encoder_layers=1,
+                      decoder_layers=1, dropout=0.0, attention_dropout=0.0, ffn_dropout=0.0)
+    config.update(head=head, shared_private={"pairs": pairs(), "sharing_ratios": (0.9, 0.7, 0.5)})
     config.update(kwargs)
-    return LSTMSeq2Seq(SOURCE_VOCAB_SIZE, TARGET_VOCAB_SIZE, **config)
+    return model_type(SOURCE_VOCAB_SIZE, TARGET_VOCAB_SIZE, **config)
 
 
 def batch():
@@ -36,22 +41,24 @@ def batch():
             "target_in": rng.integers(1, TARGET_VOCAB_SIZE, (3, 4)).astype("int32")}
 
 
-def test_the_model_uses_both_sides_and_counts_the_shared_features_once():
-    model = make_model()
+@pytest.mark.parametrize("model_type", [LSTMSeq2Seq, TransformerSeq2Seq])
+def test_the_model_uses_both_sides_and_counts_the_shared_features_once(model_type):
+    model = make_model(model_type=model_type)
     assert model.source_embedding is model.shared_private.source
     assert model.target_embedding is model.shared_private.target
     assert model.head.embedding is model.target_embedding
     report = parameter_report(model)
     assert report.groups["embeddings"] == model.shared_private.count_params()
-    plain = LSTMSeq2Seq(SOURCE_VOCAB_SIZE, TARGET_VOCAB_SIZE, embedding_dim=DIM,
-                        hidden_dim=DIM, num_layers=1, head="tied")
+    plain = make_model(model_type=model_type, shared_private=None)
     saved = parameter_report(plain).total - report.total
     assert saved == 8 * 7 + 3 * 6 + 6 * 4 == model.shared_private.parameter_count()["shared"]
 
 
-@pytest.mark.parametrize("head", ["softmax", "tied", "joint"])
-def test_keras_save_load_and_config_round_trip(head, tmp_path):
-    model = make_model(head)
+@pytest.mark.parametrize("model_type, head", [
+    (LSTMSeq2Seq, "softmax"), (LSTMSeq2Seq, "tied"), (LSTMSeq2Seq, "joint"),
+    (TransformerSeq2Seq, "tied"), (TransformerSeq2Seq, "joint")])
+def test_keras_save_load_and_config_round_trip(model_type, head, tmp_path):
+    model = make_model(head, model_type=model_type)
     for weight in model.weights:
         weight.assign(np.random.default_rng(2).normal(size=weight.shape).astype("float32") * 0.3)
     inputs = batch()
@@ -74,7 +81,7 @@ def test_keras_save_load_and_config_round_trip(head, tmp_path):
                                target_before[t, :7] + 1.0, rtol=1e-6)
 
     config = model.get_config()
-    revived = LSTMSeq2Seq.from_config(config)
+    revived = model_type.from_config(config)
     assert revived.get_config() == config
     revived.set_weights(model.get_weights())
     np.testing.assert_allclose(revived(inputs), expected, rtol=1e-6, atol=1e-6)
@@ -154,3 +161,31 @@ def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_
     svg = open(figure, encoding="utf-8").read()
     assert svg.count("<circle") == 40 and svg.count('stroke="#ccc"') == 20
     assert ">Dios</text>" in svg and ">God</text>" in svg
+
+
+@pytest.mark.parametrize("ratios", [(0.9, 0.7, 0.5), (1.0, 1.0, 1.0)])
+def test_transformer_cached_decoding_equals_the_full_pass(ratios):
+    model = make_model("tied", model_type=TransformerSeq2Seq,
+                       shared_private={"pairs": pairs(), "sharing_ratios": ratios})
+    for weight in model.weights:
+        weight.assign(np.random.default_rng(3).normal(size=weight.shape).astype("float32") * 0.3)
+    inputs = batch()
+    log_probs = ops.convert_to_numpy(ops.log_softmax(model(inputs), axis=-1))
+    step_fn = model.make_step_fn()
+    state = model.initial_decoding_state(inputs["source_ids"], max_length=4)
+    for t in range(4):
+        scores, state = step_fn(inputs["target_in"][:, t], state)
+        np.testing.assert_allclose(ops.convert_to_numpy(scores), log_probs[:, t],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_three_way_tying_is_one_table_for_source_target_and_output():
+    vocabulary_size = 20
+    model = TransformerSeq2Seq(
+        vocabulary_size, vocabulary_size, model_dim=DIM, ffn_dim=16, num_heads=2,
+        encoder_layers=1, decoder_layers=1, head="tied",
+        shared_private={"pairs": WordPairs.identity(vocabulary_size),
+                        "sharing_ratios": (1.0, 1.0, 1.0)})
+    np.testing.assert_array_equal(np.asarray(model.source_embedding.embeddings),
+                                  np.asarray(model.head.output_weights()))
+    assert parameter_report(model).groups["embeddings"] == vocabulary_size * DIM

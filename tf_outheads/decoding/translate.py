@@ -1,8 +1,11 @@
 """Translate raw sentences with any model that follows the decoding contract.
 
-A model exposes `initial_decoding_state(source_ids)` and `make_step_fn(cache)`
-(docs/architecture.md); this module batches sentences by length, runs the
-search in one compiled `tf.function`, detokenizes and restores input order.
+A model exposes `initial_decoding_state(source_ids, max_length)` and
+`make_step_fn(cache)` (docs/architecture.md); this module batches sentences by
+length, runs the search in one compiled `tf.function`, detokenizes and restores
+input order. `max_length` is the number of steps the search may run (the
+largest per-sentence limit of the batch): a model that preallocates per-step
+caches (`zoo.TransformerSeq2Seq`) sizes them with it.
 """
 
 import numpy as np
@@ -25,7 +28,8 @@ class Translator:
     `load_weights` or a direct `assign` all refresh it.
 
     Args:
-        model: a model with `initial_decoding_state` and `make_step_fn`.
+        model: a model with `initial_decoding_state(source_ids, max_length)`
+            and `make_step_fn(cache)`.
         source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         target_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         batch_size: int. Sentences per decoding batch. Defaults to 64.
@@ -102,7 +106,9 @@ class Translator:
             source_lengths, ratio=self.max_length_ratio, offset=self.max_length_offset
         )
         step_fn = self.model.make_step_fn(cache)
-        state = self.model.initial_decoding_state(source_ids)
+        # The search's loop bound: the largest per-sentence limit.
+        state = self.model.initial_decoding_state(source_ids,
+                                                  max_length=tf.reduce_max(max_length))
         batch_size = tf.shape(source_ids)[0]
         if self.beam_size == 1:
             result = greedy_search(step_fn, state, batch_size, max_length)

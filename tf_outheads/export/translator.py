@@ -82,7 +82,7 @@ class TranslatorModule(tf.Module):
     (`export_translator` does that), or call `module.translate(...)` in process.
 
     Args:
-        model: a model with `initial_decoding_state(source_ids)`,
+        model: a model with `initial_decoding_state(source_ids, max_length)`,
             `make_step_fn(cache)` and a `head` with `inference_cache()`
             (`zoo.LSTMSeq2Seq`); `source_alignments(source_ids, target_in)`
             for `<unk>` replacement.
@@ -267,7 +267,8 @@ class TranslatorModule(tf.Module):
         """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`."""
         model = self._model
         step_fn = model.make_step_fn(cache)
-        state = model.initial_decoding_state(source_ids)
+        # The searches' loop bound (the largest per-row limit) sizes per-step caches.
+        state = model.initial_decoding_state(source_ids, max_length=tf.reduce_max(max_length))
         batch_size = tf.shape(source_ids)[0]
         if width == 1:
             # Greedy, exactly as `Translator(beam_size=1)`.

@@ -176,22 +176,47 @@ class SharedPrivateEmbedding(keras.layers.Layer):
         for view in self._views.values():
             view.built = True
 
-    def table(self, side):
-        """The assembled `(|V_side|, d)` embedding table of `"source"` or `"target"`."""
+    def _blocks(self, side):
+        """`(parts, rows)` of each row block in assembled order (Eq. 2): the
+        column parts (Eq. 3) of the lm, wf and ur pairs, then the unpaired rows."""
         if side not in SIDES:
             raise ValueError(f"`side` must be one of {SIDES}. Received: side={side!r}")
         if not self.built:
             self.build()
         blocks = []
-        for category in CATEGORIES:
+        for category, rows in zip(CATEGORIES, self._category_sizes):
             parts = [p for p in (self.shared[category], self.private[side][category])
                      if p is not None]
             if parts:
-                blocks.append(parts[0] if len(parts) == 1 else ops.concatenate(parts, axis=1))
+                blocks.append((parts, rows))
         if self.unpaired[side] is not None:
-            blocks.append(self.unpaired[side])
-        rows = blocks[0] if len(blocks) == 1 else ops.concatenate(blocks, axis=0)
+            blocks.append(([self.unpaired[side]], self._unpaired[side]))
+        return blocks
+
+    def table(self, side):
+        """The assembled `(|V_side|, d)` embedding table of `"source"` or `"target"`."""
+        rows = [parts[0] if len(parts) == 1 else ops.concatenate(parts, axis=1)
+                for parts, _ in self._blocks(side)]
+        rows = rows[0] if len(rows) == 1 else ops.concatenate(rows, axis=0)
         return ops.take(rows, self._positions[side], axis=0)
+
+    def lookup(self, side, ids):
+        """Embedding rows of `ids` `(...)` → `(..., d)`, without assembling the
+        table: one gather per sub-matrix of the ids' rows, so a decoding step
+        costs O(B·d), not O(|V|·d), and the gradients stay sparse."""
+        positions = ops.take(self._positions[side], ops.cast(ids, "int32"), axis=0)
+        output, offset = None, 0
+        for parts, rows in self._blocks(side):
+            local = ops.clip(positions - offset, 0, rows - 1)
+            gathered = [ops.take(part, local, axis=0) for part in parts]
+            vectors = gathered[0] if len(gathered) == 1 else ops.concatenate(gathered, axis=-1)
+            if output is None:
+                output = vectors
+            else:
+                inside = ops.logical_and(positions >= offset, positions < offset + rows)
+                output = ops.where(ops.expand_dims(inside, -1), vectors, output)
+            offset += rows
+        return output
 
     def call(self, source_ids, target_ids):
         """`(source vectors, target vectors)` of two id tensors."""
@@ -257,8 +282,7 @@ class SharedPrivateEmbeddingSide(keras.layers.Layer):
         return self.owner.table(self.side)
 
     def call(self, ids):
-        ids = ops.cast(ids, "int32")
-        return ops.cast(ops.take(self.embeddings, ids, axis=0), self.compute_dtype)
+        return ops.cast(self.owner.lookup(self.side, ids), self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.output_dim,)
@@ -300,6 +324,12 @@ def shared_private_argument(spec, source_vocabulary_size, target_vocabulary_size
     if isinstance(spec, SharedPrivateEmbedding):
         layer = spec
     elif isinstance(spec, dict):
+        if spec.get("pairs") in ("auto", "identity"):
+            raise ValueError(
+                f"`shared_private.pairs = {spec['pairs']!r}` is a zoo preset setting that "
+                "zoo.train resolves with the run's corpus and tokenizers "
+                "(zoo.shared_private.resolve_pairs); a model needs the pairs themselves: "
+                "tf_outheads.data.build_word_pairs(...) or WordPairs.identity(V).")
         unknown = set(spec) - {"pairs", "sharing_ratios"}
         if unknown or "pairs" not in spec:
             raise ValueError(

@@ -7,6 +7,7 @@ from tf_outheads.training.fit import compile_for_translation
 from tf_outheads.training.fit import translation_callbacks
 from tf_outheads.training.head_loss import HeadLossMixin
 from tf_outheads.training.optimizers import LazyAdam
+from tf_outheads.training.schedules import InverseSquareRootSchedule
 
-__all__ = ["BleuCallback", "HeadLossMixin", "LazyAdam", "StepLimit", "TimeLimit", "compile_for_translation",
-           "translation_callbacks"]
+__all__ = ["BleuCallback", "HeadLossMixin", "InverseSquareRootSchedule", "LazyAdam", "StepLimit",
+           "TimeLimit", "compile_for_translation", "translation_callbacks"]

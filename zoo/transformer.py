@@ -1,0 +1,776 @@
+"""Transformer encoder–decoder (Vaswani et al. 2017, "base") that takes any output head.
+
+The backbone of the shared-private embeddings paper (Liu et al. 2019: Transformer
+base, 6+6 layers, d_model 512, d_ff 2048, 8 heads) with every head of
+`tf_outheads`: softmax, tied, joint, sampled softmax, continuous (vMF), ReWE.
+
+Data flow (docs/architecture.md):
+    encode(source_ids)                 -> memory (B, S, d), source mask (B, S)
+    decode(target_in, memory, mask)    -> h (B, T, d)   teacher forcing, one parallel pass
+    initial_decoding_state(source_ids, max_length)
+                                       -> state: cross-attention K/V (once), empty
+                                          self-attention K/V caches of max_length steps
+    make_step_fn(cache)(ids_t, state)  -> log-scores (B, V), state with step t written
+    head(h)                            -> logits (B, T, V)
+
+Incremental decoding computes exactly what the parallel pass computes: position
+t's keys and values are written into preallocated caches, and the attention
+mask of step t is "written and not padding", which is the causal mask plus the
+target padding mask of the full pass (a test compares the two to 1e-5).
+"""
+
+import math
+import numbers
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tf_outheads.api_export import export
+from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.layers.heads import build_head, head_to_spec
+from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
+from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
+from tf_outheads.training.head_loss import HeadLossMixin
+from tf_outheads.validation import positive_int
+
+# Logit of a masked attention position. exp(-1e9 - max) is exactly 0 in float32,
+# so a masked key gets weight 0 (as with -inf), and a row with every key masked
+# stays finite (uniform weights) instead of NaN.
+MASKED_LOGIT = -1e9
+# tensor2tensor's layer-norm epsilon.
+LAYER_NORM_EPSILON = 1e-6
+NORMS = ("post", "pre")
+
+
+def sinusoidal_position_encoding(positions, dim):
+    """Sinusoidal position encodings of Vaswani et al. 2017, §3.5.
+
+    `PE(pos, 2i) = sin(pos / 10000^(2i/d))`, `PE(pos, 2i+1) = cos(pos / 10000^(2i/d))`,
+    computed for the positions given, so any length (and any single decoding
+    step) gets its encoding without a table.
+
+    Args:
+        positions: int tensor of any shape `(...)`.
+        dim: int, the model size `d` (even).
+
+    Returns:
+        float32 tensor `(..., dim)`.
+    """
+    index = ops.arange(dim, dtype="int32")
+    exponent = ops.cast((index // 2) * 2, "float32") / float(dim)  # 2i / d
+    inverse_frequency = ops.exp(-math.log(10000.0) * exponent)  # (d,)
+    angles = ops.cast(positions, "float32")[..., None] * inverse_frequency  # (..., d)
+    return ops.where(ops.equal(index % 2, 0), ops.sin(angles), ops.cos(angles))
+
+
+class MultiHeadAttention(keras.layers.Layer):
+    """Scaled dot-product attention with `num_heads` heads and explicit keys/values.
+
+    Keys and values are computed apart from the attention (`keys_values`), so
+    that a decoder can compute the encoder's once per sentence and keep its own
+    in a cache: `attend(query, keys, values, mask)` never projects them again.
+    Weights are a softmax in float32 whatever the compute dtype.
+
+    Args:
+        num_heads: int.
+        model_dim: int, divisible by `num_heads`.
+        dropout: float, dropout on the attention weights. Defaults to 0.
+        kernel_initializer: initializer of the four projections. Defaults
+            to `"glorot_uniform"`.
+    """
+
+    def __init__(self, num_heads, model_dim, dropout=0.0, kernel_initializer="glorot_uniform",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.model_dim = positive_int("model_dim", model_dim)
+        if model_dim % num_heads:
+            raise ValueError("`model_dim` must be divisible by `num_heads`. "
+                             f"Received: model_dim={model_dim}, num_heads={num_heads}")
+        self.head_dim = model_dim // num_heads
+        self.dropout = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.projections = {
+            name: keras.layers.Dense(
+                model_dim, kernel_initializer=keras.initializers.get(
+                    keras.initializers.serialize(self.kernel_initializer)),
+                dtype=self.dtype_policy, name=name)
+            for name in ("query", "key", "value", "output")
+        }
+        self.query_dense = self.projections["query"]
+        self.key_dense = self.projections["key"]
+        self.value_dense = self.projections["value"]
+        self.output_dense = self.projections["output"]
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, query_dim, memory_dim=None):
+        memory_dim = memory_dim or query_dim
+        self.query_dense.build((None, None, query_dim))
+        self.key_dense.build((None, None, memory_dim))
+        self.value_dense.build((None, None, memory_dim))
+        self.output_dense.build((None, None, self.model_dim))
+        self.built = True
+
+    def _split_heads(self, x):
+        """`(B, T, d)` → `(B, H, T, d / H)`."""
+        batch = ops.shape(x)[0]
+        x = ops.reshape(x, (batch, -1, self.num_heads, self.head_dim))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def keys_values(self, memory):
+        """Keys and values of `memory (B, S, d_m)`: two `(B, H, S, d / H)` tensors."""
+        keys, values = self.key_dense(memory), self.value_dense(memory)
+        return self._split_heads(keys), self._split_heads(values)
+
+    def attend(self, query, keys, values, mask, training=False):
+        """Attention of `query (B, T, d_q)` over `keys`/`values` `(B, H, S, d / H)`.
+
+        Args:
+            mask: bool tensor broadcastable to `(B, H, T, S)`; False hides a key.
+
+        Returns:
+            `(output (B, T, d), weights (B, H, T, S) float32)`.
+        """
+        queries = self._split_heads(self.query_dense(query))
+        queries = queries * ops.cast(self.head_dim ** -0.5, queries.dtype)
+        logits = ops.cast(ops.einsum("bhtd,bhsd->bhts", queries, keys), "float32")
+        logits = ops.where(mask, logits, MASKED_LOGIT)
+        # The softmax written out: `ops.softmax` warns about a one-key axis (the first
+        # position of a causal pass, a cache of one step).
+        weights = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
+        weights = weights / ops.sum(weights, axis=-1, keepdims=True)
+        dropped = self.dropout_layer(ops.cast(weights, values.dtype), training=training)
+        context = ops.einsum("bhts,bhsd->bhtd", dropped, values)  # (B, H, T, d / H)
+        context = ops.transpose(context, (0, 2, 1, 3))
+        context = ops.reshape(context, (ops.shape(context)[0], -1, self.model_dim))
+        return self.output_dense(context), weights
+
+    def call(self, query, memory, mask, training=False):
+        keys, values = self.keys_values(memory)
+        return self.attend(query, keys, values, mask, training=training)[0]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "model_dim": self.model_dim,
+            "dropout": self.dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        })
+        return config
+
+
+class _Sublayers(keras.layers.Layer):
+    """What encoder and decoder layers share: the feed-forward network and the
+    residual connection around every sub-layer, post-norm or pre-norm."""
+
+    def __init__(self, model_dim, ffn_dim, num_heads, dropout=0.0, attention_dropout=0.0,
+                 ffn_dropout=0.0, norm="post", **kwargs):
+        super().__init__(**kwargs)
+        self.model_dim = model_dim
+        self.ffn_dim = ffn_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.ffn_dropout = ffn_dropout
+        self.norm = norm
+        self.ffn_inner = keras.layers.Dense(ffn_dim, activation="relu",
+                                            kernel_initializer="glorot_uniform",
+                                            dtype=self.dtype_policy, name="ffn_inner")
+        self.ffn_outer = keras.layers.Dense(model_dim, kernel_initializer="glorot_uniform",
+                                            dtype=self.dtype_policy, name="ffn_outer")
+        self.ffn_norm = self._layer_norm("ffn_norm")
+        self.ffn_dropout_layer = keras.layers.Dropout(ffn_dropout, dtype=self.dtype_policy)
+        self.residual_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def _layer_norm(self, name):
+        return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON,
+                                               dtype=self.dtype_policy, name=name)
+
+    def _attention(self, name):
+        return MultiHeadAttention(self.num_heads, self.model_dim, dropout=self.attention_dropout,
+                                  dtype=self.dtype_policy, name=name)
+
+    def _build_feed_forward(self):
+        self.ffn_inner.build((None, None, self.model_dim))
+        self.ffn_outer.build((None, None, self.ffn_dim))
+        self.ffn_norm.build((None, None, self.model_dim))
+
+    def _sublayer_input(self, x, norm):
+        """Pre-norm normalises the sub-layer's input; post-norm its output."""
+        return norm(x) if self.norm == "pre" else x
+
+    def _residual(self, x, output, norm, training):
+        x = x + self.residual_dropout(output, training=training)
+        return norm(x) if self.norm == "post" else x
+
+    def _feed_forward(self, x, training):
+        y = self._sublayer_input(x, self.ffn_norm)
+        y = self.ffn_outer(self.ffn_dropout_layer(self.ffn_inner(y), training=training))
+        return self._residual(x, y, self.ffn_norm, training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "model_dim": self.model_dim, "ffn_dim": self.ffn_dim, "num_heads": self.num_heads,
+            "dropout": self.dropout, "attention_dropout": self.attention_dropout,
+            "ffn_dropout": self.ffn_dropout, "norm": self.norm,
+        })
+        return config
+
+
+class TransformerEncoderLayer(_Sublayers):
+    """Self-attention and feed-forward, each in a residual block (§3.1)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._layer_norm("self_attention_norm")
+
+    def build(self, input_dim=None):
+        self.self_attention.build(self.model_dim)
+        self.self_attention_norm.build((None, None, self.model_dim))
+        self._build_feed_forward()
+        self.built = True
+
+    def call(self, x, mask, training=False):
+        """`x (B, S, d)`, `mask` bool `(B, 1, 1, S)` (source padding) → `(B, S, d)`."""
+        y = self._sublayer_input(x, self.self_attention_norm)
+        keys, values = self.self_attention.keys_values(y)
+        y, _ = self.self_attention.attend(y, keys, values, mask, training=training)
+        x = self._residual(x, y, self.self_attention_norm, training)
+        return self._feed_forward(x, training)
+
+
+class TransformerDecoderLayer(_Sublayers):
+    """Masked self-attention, attention over the encoder output, feed-forward (§3.1).
+
+    The same `call` serves the parallel pass (`cache=None`: keys and values of
+    every position) and one decoding step (`cache=(keys, values)` of shape
+    `(B, H, L, d / H)`: this step's key and value are written where `write`
+    is True).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._layer_norm("self_attention_norm")
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention_norm = self._layer_norm("cross_attention_norm")
+
+    def build(self, input_dim=None, memory_dim=None):
+        self.self_attention.build(self.model_dim)
+        self.self_attention_norm.build((None, None, self.model_dim))
+        self.cross_attention.build(self.model_dim, memory_dim or self.model_dim)
+        self.cross_attention_norm.build((None, None, self.model_dim))
+        self._build_feed_forward()
+        self.built = True
+
+    def call(self, x, self_mask, cross_keys, cross_values, cross_mask, cache=None, write=None,
+             training=False):
+        """One decoder layer.
+
+        Args:
+            x: `(B, T, d)` (T = 1 in a decoding step).
+            self_mask: bool, `(B, 1, T, T)` (causal and padding) or, in a step,
+                `(B, 1, 1, L)` (positions written so far that are not padding).
+            cross_keys, cross_values: `(B, H, S, d / H)`, from the encoder output.
+            cross_mask: bool `(B, 1, 1, S)`, source padding.
+            cache: `None`, or the self-attention `(keys, values)` `(B, H, L, d / H)`.
+            write: bool `(B, 1, L, 1)`, where this step's key and value go.
+
+        Returns:
+            `(x (B, T, d), cross-attention weights (B, H, T, S) float32,
+            (self keys, self values))`: the cache with this step written, or
+            the keys and values of all positions.
+        """
+        y = self._sublayer_input(x, self.self_attention_norm)
+        keys, values = self.self_attention.keys_values(y)
+        if cache is not None:
+            keys = ops.where(write, keys, cache[0])
+            values = ops.where(write, values, cache[1])
+        y, _ = self.self_attention.attend(y, keys, values, self_mask, training=training)
+        x = self._residual(x, y, self.self_attention_norm, training)
+
+        y = self._sublayer_input(x, self.cross_attention_norm)
+        y, cross_weights = self.cross_attention.attend(y, cross_keys, cross_values, cross_mask,
+                                                       training=training)
+        x = self._residual(x, y, self.cross_attention_norm, training)
+        return self._feed_forward(x, training), cross_weights, (keys, values)
+
+
+class _Stack(keras.layers.Layer):
+    """`num_layers` layers and, with pre-norm, the final layer norm of their output."""
+
+    layer_class = None
+
+    def __init__(self, num_layers, model_dim, ffn_dim, num_heads, dropout=0.0,
+                 attention_dropout=0.0, ffn_dropout=0.0, norm="post", **kwargs):
+        super().__init__(**kwargs)
+        self.num_layers = num_layers
+        self.model_dim = model_dim
+        self.ffn_dim = ffn_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.ffn_dropout = ffn_dropout
+        self.norm = norm
+        self.blocks = [
+            self.layer_class(model_dim, ffn_dim, num_heads, dropout=dropout,
+                             attention_dropout=attention_dropout, ffn_dropout=ffn_dropout,
+                             norm=norm, dtype=self.dtype_policy, name=f"layer_{index}")
+            for index in range(num_layers)
+        ]
+        # Pre-norm leaves the residual stream unnormalised: one last layer norm.
+        self.final_norm = None
+        if norm == "pre":
+            self.final_norm = keras.layers.LayerNormalization(
+                epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="final_norm")
+
+    def build(self, input_dim=None):
+        for block in self.blocks:
+            block.build(self.model_dim)
+        if self.final_norm is not None:
+            self.final_norm.build((None, None, self.model_dim))
+        self.built = True
+
+    def _final(self, x):
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_layers": self.num_layers, "model_dim": self.model_dim, "ffn_dim": self.ffn_dim,
+            "num_heads": self.num_heads, "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout, "ffn_dropout": self.ffn_dropout,
+            "norm": self.norm,
+        })
+        return config
+
+
+class TransformerEncoder(_Stack):
+    """The encoder stack over embedded source positions."""
+
+    layer_class = TransformerEncoderLayer
+
+    def call(self, x, source_mask, training=False):
+        """`x (B, S, d)`, `source_mask` bool `(B, S)` (False at padding) → memory `(B, S, d)`."""
+        mask = source_mask[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, mask, training=training)
+        return self._final(x)
+
+
+class TransformerDecoder(_Stack):
+    """The decoder stack: a parallel pass (`call`) and one cached step (`step`)."""
+
+    layer_class = TransformerDecoderLayer
+
+    def call(self, x, target_mask, memory, source_mask, training=False, return_alignments=False):
+        """Teacher forcing over embedded target positions.
+
+        Args:
+            x: `(B, T, d)`.
+            target_mask: bool `(B, T)`, False at padding.
+            memory: `(B, S, d)`, the encoder output.
+            source_mask: bool `(B, S)`.
+
+        Returns:
+            `h (B, T, d)`; with `return_alignments` also the cross-attention
+            weights of the last layer averaged over heads, `(B, T, S)` float32.
+        """
+        positions = ops.arange(ops.shape(x)[1], dtype="int32")
+        causal = positions[:, None] >= positions[None, :]  # (T, T): no peeking ahead
+        self_mask = ops.logical_and(causal[None, None], target_mask[:, None, None, :])
+        cross_mask = source_mask[:, None, None, :]
+        cross_weights = None
+        for block in self.blocks:
+            cross_keys, cross_values = block.cross_attention.keys_values(memory)
+            x, cross_weights, _ = block(x, self_mask, cross_keys, cross_values, cross_mask,
+                                        training=training)
+        x = self._final(x)
+        if return_alignments:
+            return x, ops.mean(cross_weights, axis=1)
+        return x
+
+    def initial_state(self, memory, source_mask, max_length):
+        """The decoding state of a batch (see `TransformerSeq2Seq.initial_decoding_state`)."""
+        batch, source_length = ops.shape(memory)[0], ops.shape(memory)[1]
+        state = {
+            "step": ops.zeros((batch,), dtype="int32"),
+            "memory_mask": source_mask,
+            "self_mask": ops.zeros((batch, max_length), dtype="bool"),
+            "alignment": ops.zeros((batch, source_length), dtype="float32"),
+        }
+        cache_shape = (batch, self.num_heads, max_length, self.model_dim // self.num_heads)
+        for index, block in enumerate(self.blocks):
+            keys, values = block.cross_attention.keys_values(memory)
+            state[f"cross_keys_{index}"] = keys
+            state[f"cross_values_{index}"] = values
+            state[f"self_keys_{index}"] = ops.zeros(cache_shape, dtype=keys.dtype)
+            state[f"self_values_{index}"] = ops.zeros(cache_shape, dtype=values.dtype)
+        return state
+
+    def step(self, x_t, ids_t, state):
+        """One decoding step: `x_t (B, 1, d)` embedded `ids_t (B,)` → `(h_t (B, d), state)`.
+
+        Entries that do not change (`memory_mask`, `cross_keys_*`,
+        `cross_values_*`) are returned as the very tensors given, so beam
+        search does not reorder them.
+        """
+        step = state["step"]
+        cache_length = ops.shape(state["self_mask"])[1]
+        write = ops.equal(ops.arange(cache_length, dtype="int32")[None, :], step[:, None])  # (B, L)
+        self_mask = ops.where(write, ops.not_equal(ids_t, PAD_ID)[:, None], state["self_mask"])
+        attention_mask = self_mask[:, None, None, :]  # (B, 1, 1, L)
+        write_cache = write[:, None, :, None]  # (B, 1, L, 1)
+        cross_mask = state["memory_mask"][:, None, None, :]
+        new_state = dict(state)
+        x, cross_weights = x_t, None
+        for index, block in enumerate(self.blocks):
+            cache = (state[f"self_keys_{index}"], state[f"self_values_{index}"])
+            x, cross_weights, (keys, values) = block(
+                x, attention_mask, state[f"cross_keys_{index}"], state[f"cross_values_{index}"],
+                cross_mask, cache=cache, write=write_cache, training=False)
+            new_state[f"self_keys_{index}"] = keys
+            new_state[f"self_values_{index}"] = values
+        new_state.update(
+            step=step + 1,
+            self_mask=self_mask,
+            alignment=ops.mean(cross_weights, axis=1)[:, 0],  # (B, S)
+        )
+        return self._final(x)[:, 0], new_state
+
+
+def _decoding_length(max_length):
+    """The cache length for `max_length` decoding steps: an int, or an int32 scalar tensor."""
+    if max_length is None:
+        raise ValueError(
+            "TransformerSeq2Seq.initial_decoding_state needs `max_length`, the number of "
+            "decoding steps the search will run (the search's `max_length`, its maximum "
+            "when it is per sentence): the self-attention key/value caches are preallocated "
+            "to that length. Received: max_length=None")
+    if isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool):
+        if max_length < 0:
+            raise ValueError("`max_length` must be non-negative. "
+                             f"Received: max_length={max_length}")
+        return max(int(max_length), 1)
+    max_length = tf.reduce_max(tf.cast(max_length, tf.int32))  # per-sentence limits: their max
+    return tf.maximum(max_length, 1)
+
+
+@export
+class TransformerSeq2Seq(HeadLossMixin, keras.Model):
+    """Transformer encoder–decoder (Vaswani et al. 2017) that takes any output head.
+
+    Embeddings are scaled by √d and added to sinusoidal position encodings
+    (any length; no learned positions); source padding is masked in the
+    encoder's self-attention and in every cross-attention, target padding and
+    the future in the decoder's self-attention.
+
+    Initialisation: Glorot (Xavier) uniform for every projection (attention
+    and feed-forward; biases zero), as tensor2tensor; embeddings from
+    N(0, d^-0.5), as tensor2tensor and fairseq, so that √d · E(y) has unit
+    variance per coordinate, like the position encodings.
+
+    Args:
+        source_vocabulary_size: int.
+        target_vocabulary_size: int.
+        model_dim: int, d_model: embeddings, attention and every layer's
+            output. Divisible by `num_heads` and even. Defaults to 512.
+        ffn_dim: int, d_ff: inner size of the feed-forward networks.
+            Defaults to 2048.
+        num_heads: int. Defaults to 8.
+        encoder_layers: int >= 1. Defaults to 6.
+        decoder_layers: int >= 1. Defaults to 6.
+        dropout: float, P_drop of the paper: on the sum of embeddings and
+            positions, and on every sub-layer's output before the residual
+            addition. Defaults to 0.1.
+        attention_dropout: float, on the attention weights. Defaults to 0.1
+            (tensor2tensor's base and Liu et al. 2019 use 0.1; the paper does
+            not mention it: set 0 for that).
+        ffn_dropout: float, on the ReLU output of the feed-forward networks.
+            Defaults to 0.1 (as `attention_dropout`).
+        norm: `"post"` (the paper: `LayerNorm(x + Sublayer(x))`) or `"pre"`
+            (`x + Sublayer(LayerNorm(x))`, with a final layer norm on the
+            encoder and decoder outputs; trains without warm-up more easily).
+            Defaults to `"post"`.
+        head: the output head: `"softmax"`, `"tied"`, another registered name
+            or a spec dict. Heads that reuse the target embedding (tied,
+            joint, ReWE on the input embedding) get this model's
+            `target_embedding`. Defaults to `"softmax"`.
+        rewe: a ReWE head, as for `LSTMSeq2Seq` (built after every other
+            weight). Defaults to `None`.
+        shared_private: shared-private bilingual embeddings (Liu et al.
+            2019), as for `LSTMSeq2Seq`: `None`, a dict `{"pairs": ...,
+            "sharing_ratios": ...}` or a `SharedPrivateEmbedding` of this
+            model's vocabularies and `model_dim`. With `head="tied"` this is
+            the paper's model (target output tied to target input).
+            Defaults to `None`.
+        **kwargs: passed to `keras.Model`.
+
+    Call arguments:
+        inputs: dict with `"source_ids"` `(B, S)` and `"target_in"` `(B, T)`,
+            int32, padded with 0.
+        training: bool.
+
+    Returns:
+        As `LSTMSeq2Seq`: logits `(B, T, V)`; the decoder outputs `(B, T, d)`
+        in a training step under a sampled loss; `{"logits", "rewe"}` in
+        training and evaluation steps of a model compiled with a ReWE loss.
+
+    Example:
+    ```python
+    import numpy as np
+    from zoo.transformer import TransformerSeq2Seq
+    model = TransformerSeq2Seq(100, 120, model_dim=32, ffn_dim=64, num_heads=4,
+                               encoder_layers=2, decoder_layers=2, head="tied")
+    logits = model({"source_ids": np.ones((2, 7), "int32"),
+                    "target_in": np.ones((2, 5), "int32")})  # (2, 5, 120)
+    ```
+
+    References:
+        Vaswani et al. 2017, "Attention is all you need", §3 and §5.4;
+        Liu et al. 2019, "Shared-private bilingual word embeddings for NMT", §4.1.
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        model_dim=512,
+        ffn_dim=2048,
+        num_heads=8,
+        encoder_layers=6,
+        decoder_layers=6,
+        dropout=0.1,
+        attention_dropout=0.1,
+        ffn_dropout=0.1,
+        norm="post",
+        head="softmax",
+        rewe=None,
+        shared_private=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.source_vocabulary_size = positive_int("source_vocabulary_size",
+                                                   source_vocabulary_size)
+        self.target_vocabulary_size = positive_int("target_vocabulary_size",
+                                                   target_vocabulary_size)
+        self.model_dim = positive_int("model_dim", model_dim)
+        self.ffn_dim = positive_int("ffn_dim", ffn_dim)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.encoder_layers = positive_int("encoder_layers", encoder_layers)
+        self.decoder_layers = positive_int("decoder_layers", decoder_layers)
+        if model_dim % num_heads or model_dim % 2:
+            raise ValueError("`model_dim` must be even and divisible by `num_heads`. "
+                             f"Received: model_dim={model_dim}, num_heads={num_heads}")
+        for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout),
+                            ("ffn_dropout", ffn_dropout)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value}")
+        if norm not in NORMS:
+            raise ValueError(f"`norm` must be one of {NORMS}. Received: norm={norm!r}")
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.ffn_dropout = ffn_dropout
+        self.norm = norm
+
+        self._build_embeddings(shared_private)
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        stack = dict(model_dim=model_dim, ffn_dim=ffn_dim, num_heads=num_heads, dropout=dropout,
+                     attention_dropout=attention_dropout, ffn_dropout=ffn_dropout, norm=norm,
+                     dtype=self.dtype_policy)
+        self.encoder = TransformerEncoder(encoder_layers, name="encoder", **stack)
+        self.decoder = TransformerDecoder(decoder_layers, name="decoder", **stack)
+        self.head = build_head(head, target_vocabulary_size, self.target_embedding,
+                               dtype=self.dtype_policy)
+        self._build_all()
+        # Built after every other weight, as in LSTMSeq2Seq: the rest of the
+        # model draws the same initial values with or without it.
+        self.rewe = build_rewe_head(rewe, target_vocabulary_size, self.target_embedding,
+                                    dtype=self.dtype_policy)
+        if self.rewe is not None and not self.rewe.built:
+            self.rewe.build((None, None, self.model_dim))
+
+    def _build_embeddings(self, shared_private=None):
+        """Create `self.source_embedding` and `self.target_embedding`.
+
+        Each is a layer with `input_dim`, `output_dim` (= `model_dim`),
+        `.embeddings` (the `(V, d)` table) and `__call__(ids)`; the rest of the
+        model uses nothing else: two `keras.layers.Embedding`, or the two
+        sides of a `SharedPrivateEmbedding` (`self.shared_private`). Drawn
+        from N(0, d^-0.5) (tensor2tensor, fairseq).
+        """
+        def initializer():
+            return keras.initializers.RandomNormal(mean=0.0, stddev=self.model_dim ** -0.5)
+
+        if shared_private is not None:
+            self.shared_private = shared_private_argument(
+                shared_private, self.source_vocabulary_size, self.target_vocabulary_size,
+                self.model_dim, embeddings_initializer=initializer(), dtype=self.dtype_policy)
+            self.source_embedding = self.shared_private.source
+            self.target_embedding = self.shared_private.target
+            return
+        self.shared_private = None
+        self.source_embedding = keras.layers.Embedding(
+            self.source_vocabulary_size, self.model_dim, embeddings_initializer=initializer(),
+            dtype=self.dtype_policy, name="source_embedding")
+        self.target_embedding = keras.layers.Embedding(
+            self.target_vocabulary_size, self.model_dim, embeddings_initializer=initializer(),
+            dtype=self.dtype_policy, name="target_embedding")
+
+    def _build_all(self):
+        # Every shape is known: build now, so weights exist before any call
+        # (tied heads, parameter reports, weight loading).
+        for embedding in (self.source_embedding, self.target_embedding):
+            if embedding.output_dim != self.model_dim:
+                raise ValueError(
+                    "The embeddings of a Transformer must have `model_dim` columns. "
+                    f"Received: {embedding.name}.output_dim={embedding.output_dim}, "
+                    f"model_dim={self.model_dim}")
+            if not embedding.built:
+                embedding.build((None, None))
+        self.encoder.build(self.model_dim)
+        self.decoder.build(self.model_dim)
+        if not self.head.built:
+            self.head.build((None, None, self.model_dim))
+        self.built = True
+
+    def _embed(self, embedding, ids, positions, training=False):
+        """`√d · E(ids) + PE(positions)`, dropped: `(…, d)`."""
+        x = embedding(ids)
+        x = x * ops.cast(math.sqrt(self.model_dim), x.dtype)
+        x = x + ops.cast(sinusoidal_position_encoding(positions, self.model_dim), x.dtype)
+        return self.embedding_dropout(x, training=training)
+
+    # -- encoder side -----------------------------------------------------
+    def encode(self, source_ids, training=False):
+        """Source ids `(B, S)` → `(memory (B, S, d), source_mask (B, S) bool)`."""
+        source_ids = ops.cast(source_ids, "int32")
+        source_mask = ops.not_equal(source_ids, PAD_ID)
+        positions = ops.arange(ops.shape(source_ids)[1], dtype="int32")[None, :]
+        x = self._embed(self.source_embedding, source_ids, positions, training=training)
+        return self.encoder(x, source_mask, training=training), source_mask
+
+    def decode(self, target_in, memory, source_mask, training=False, return_alignments=False):
+        """Teacher forcing: `target_in (B, T)` → `h (B, T, d)` (and alignments, see
+        `TransformerDecoder.call`)."""
+        target_in = ops.cast(target_in, "int32")
+        positions = ops.arange(ops.shape(target_in)[1], dtype="int32")[None, :]
+        x = self._embed(self.target_embedding, target_in, positions, training=training)
+        return self.decoder(x, ops.not_equal(target_in, PAD_ID), memory, source_mask,
+                            training=training, return_alignments=return_alignments)
+
+    def call(self, inputs, training=False):
+        memory, source_mask = self.encode(inputs["source_ids"], training=training)
+        h = self.decode(inputs["target_in"], memory, source_mask, training=training)
+        return self.head_outputs(h, training)
+
+    # -- decoding contract ------------------------------------------------
+    def initial_decoding_state(self, source_ids, max_length=None):
+        """The decoding state of a batch of sources, for `max_length` steps.
+
+        Args:
+            source_ids: int `(B, S)`, padded with 0.
+            max_length: int, or int32 tensor: the number of decoding steps
+                the search will run (its `max_length`; with per-sentence
+                limits `(B,)`, their maximum is taken here). Required: the
+                self-attention caches are preallocated to this length, so
+                every state entry keeps its shape through `tf.while_loop`
+                (and XLA). A step past it would not be cached.
+
+        Returns:
+            dict of tensors, each with leading dimension B:
+            `step` `(B,)` int32, the position the next step writes;
+            `memory_mask` `(B, S)` bool, source padding;
+            `self_mask` `(B, L)` bool, positions written so far that are not
+            padding; `alignment` `(B, S)` float32, the last step's
+            cross-attention of the last layer averaged over heads (beam
+            search's coverage penalty reads it); per decoder layer `i`:
+            `cross_keys_i`, `cross_values_i` `(B, H, S, d/H)`, computed once
+            here and returned unchanged by every step (beam search does not
+            reorder them), and `self_keys_i`, `self_values_i`
+            `(B, H, L, d/H)`, the caches. `L = max(max_length, 1)`.
+
+        Raises:
+            ValueError: `max_length` is `None` or negative.
+        """
+        cache_length = _decoding_length(max_length)
+        memory, source_mask = self.encode(source_ids, training=False)
+        return self.decoder.initial_state(memory, source_mask, cache_length)
+
+    def make_step_fn(self, cache=None):
+        """`step_fn(ids_t, state) → (log_scores (B, V), new_state)` for the decoders.
+
+        The head's `inference_cache()` is computed once here, not per step.
+        """
+        if cache is None:
+            cache = self.head.inference_cache()
+
+        def step_fn(ids_t, state):
+            ids_t = ops.cast(ids_t, "int32")
+            x_t = self._embed(self.target_embedding, ids_t[:, None], state["step"][:, None])
+            h_t, new_state = self.decoder.step(x_t, ids_t, state)
+            return self.head.scores(h_t, cache), new_state
+
+        return step_fn
+
+    def source_alignments(self, source_ids, target_in):
+        """Cross-attention weights `(B, T, S)` float32 of every target position.
+
+        The last decoder layer's attention over the source, averaged over
+        heads, in a teacher-forced pass over `target_in` (row `t`: where the
+        word after `target_in[:, t]` came from; used for `<unk>`
+        replacement). Source padding gets weight 0.
+        """
+        memory, source_mask = self.encode(source_ids, training=False)
+        _, alignments = self.decode(target_in, memory, source_mask, training=False,
+                                    return_alignments=True)
+        return alignments
+
+    def parameter_groups(self):
+        """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
+        return {
+            "embeddings": self.source_embedding.weights + self.target_embedding.weights,
+            "encoder": self.encoder.weights,
+            "decoder": self.decoder.weights,
+            "output_layer": self.head.weights,
+            # Training only: not part of the inference model.
+            **({"rewe": self.rewe.weights} if self.rewe is not None else {}),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "source_vocabulary_size": self.source_vocabulary_size,
+                "target_vocabulary_size": self.target_vocabulary_size,
+                "model_dim": self.model_dim,
+                "ffn_dim": self.ffn_dim,
+                "num_heads": self.num_heads,
+                "encoder_layers": self.encoder_layers,
+                "decoder_layers": self.decoder_layers,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "ffn_dropout": self.ffn_dropout,
+                "norm": self.norm,
+                "head": head_to_spec(self.head),
+                "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
+                "shared_private": (shared_private_to_spec(self.shared_private)
+                                   if self.shared_private is not None else None),
+            }
+        )
+        return config
+
+
+__all__ = [
+    "MultiHeadAttention",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+    "TransformerSeq2Seq",
+    "sinusoidal_position_encoding",
+]
