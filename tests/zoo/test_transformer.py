@@ -434,16 +434,23 @@ def test_compiled_model_with_the_schedule_saves_and_loads(tmp_path):
 
 # -- export ------------------------------------------------------------------------------------
 
-def test_saved_model_translates_as_the_translator(tokenizer, bible_corpus_path, tmp_path):
+@pytest.mark.parametrize("shared_private", [False, True], ids=["tied", "shared-private"])
+def test_saved_model_translates_as_the_translator(shared_private, tokenizer, bible_corpus_path,
+                                                  bible_slice, tmp_path):
     from tests.export.conftest import Server
     from tf_outheads import data
 
+    embeddings = None
+    if shared_private:  # pairs from eflomal on real verses, inlined in the model
+        pytest.importorskip("eflomal")
+        embeddings = {"pairs": data.word_pairs_from_tokenizers(
+            bible_slice.sources[:300], bible_slice.targets[:300], tokenizer, tokenizer)}
     sentences = data.read_tsv(bible_corpus_path, split="test").sources[:6]
     state = random.getstate()
     random.seed(11)
     model = TransformerSeq2Seq(tokenizer.vocab_size, tokenizer.vocab_size, model_dim=D,
                                ffn_dim=FFN, num_heads=HEADS, encoder_layers=1, decoder_layers=1,
-                               dropout=0.0, norm="pre", head="tied")
+                               dropout=0.0, norm="pre", head="tied", shared_private=embeddings)
     random.setstate(state)
     path = export_translator(model, tokenizer, tokenizer, str(tmp_path / "transformer" / "1"),
                              beam_sizes=(1, 3), max_length_offset=4)
@@ -581,12 +588,15 @@ def test_training_on_bible_slice_lowers_loss_and_greedy_decodes(bible_slice, tok
 # -- last: zoo.train.run_training calls tf.random.set_seed, which frees SentencePiece resources
 
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
-def test_cli_trains_the_transformer_cpu_preset(tmp_path):
+@pytest.mark.parametrize("preset", ["transformer-cpu", "transformer-cpu-shared-private"])
+def test_cli_trains_the_transformer_cpu_preset(preset, tmp_path):
     from zoo import cli
 
+    if "shared" in preset:
+        pytest.importorskip("eflomal")
     corpus = write_corpus_slice(tmp_path / "small.tsv", 300, 8, 8)
     run_dir = str(tmp_path / "run")
-    cli.main(["train", "--preset", "transformer-cpu", "--run-dir", run_dir, "--corpus", corpus,
+    cli.main(["train", "--preset", preset, "--run-dir", run_dir, "--corpus", corpus,
               "--max-steps", "6", "--set", "data.vocab_size=300",
               "--set", "model.model_dim=16", "--set", "model.ffn_dim=24",
               "--set", "model.encoder_layers=1", "--set", "model.decoder_layers=1",
@@ -602,3 +612,14 @@ def test_cli_trains_the_transformer_cpu_preset(tmp_path):
     model, *_ = load_run(run_dir)
     assert type(model) is TransformerSeq2Seq and model.model_dim == 16
     assert isinstance(schedule_of(model.optimizer), InverseSquareRootSchedule)
+    if "shared" in preset:
+        # Pairs built from the run's corpus, the model keeps them; Figure 6 written.
+        from tf_outheads.data import WordPairs
+
+        pairs = WordPairs.load(os.path.join(run_dir, "word_pairs.tsv"))
+        assert model.shared_private is not None and model.shared_private.widths == (14, 11, 8)
+        np.testing.assert_array_equal(model.shared_private.pairs.target_ids, pairs.target_ids)
+        assert pairs.counts()["lm"] > 20
+        assert os.path.exists(os.path.join(run_dir, "paired_embeddings_pca.svg"))
+    else:
+        assert model.shared_private is None
