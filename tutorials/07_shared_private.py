@@ -108,9 +108,9 @@ for piece in ("▁Dios", "▁rey", "▁tierra", "▁dijo"):
 def embedding_parameters(shared_private=None, ratios=SHARING, tied=True, v=vocab_size, d=SIZE):
     if shared_private is None:  # separate tables
         return 2 * v * d + (0 if tied else v * d)
-    layer = SharedPrivateEmbedding(shared_private, d, sharing_ratios=ratios)
-    layer.build()
-    return layer.count_params()
+    # Counted from the pairs and widths, without creating the variables.
+    return SharedPrivateEmbedding(shared_private, d, sharing_ratios=ratios).parameter_count()[
+        "parameters"]
 
 
 print("=== PARAMETERS ===")

@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from tf_outheads.data.tokenizer import corpus_fingerprint
 from tf_outheads.data.word_pairs import CATEGORIES
 from tf_outheads.data.word_pairs import WordPairs
 from tf_outheads.data.word_pairs import word_pairs_from_tokenizers
@@ -23,12 +24,21 @@ PAIRS_FILE = "word_pairs.tsv"
 FIGURE_FILE = "paired_embeddings_pca.svg"
 
 
-def _fingerprint(source_tokenizer, target_tokenizer, threshold, texts):
-    digest = hashlib.sha256()
+def _fingerprint(train, source_tokenizer, target_tokenizer, threshold):
+    """What the pairs depend on: the training texts (the tokenizer cache's own
+    fingerprint of them), both SentencePiece models and the threshold."""
+    digest = hashlib.sha256(corpus_fingerprint(train.sources, train.targets).encode())
     for part in (source_tokenizer.model_proto, target_tokenizer.model_proto,
-                 repr(threshold).encode(), repr(len(texts[0])).encode()):
+                 repr(threshold).encode()):
         digest.update(part)
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
+
+
+def _read(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read().strip()
 
 
 def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_dir, log=print):
@@ -44,8 +54,9 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
         run_dir: str. Where `word_pairs.tsv` lives.
 
     Raises:
-        ValueError: a `shared_private` entry that is not a dict, or a
-            threshold outside [0, 1).
+        ValueError: a `shared_private` entry that is not a dict, or
+            `"identity"` with separate vocabularies.
+        tf_outheads.data.PairingError: a threshold outside [0, 1).
     """
     spec = model_config.get("shared_private")
     if spec is None:
@@ -59,17 +70,14 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
         if source_tokenizer.model_proto != target_tokenizer.model_proto:
             raise ValueError("`shared_private.pairs = 'identity'` (three-way weight tying) "
                              "needs a joint vocabulary: set data.joint_vocabulary = True.")
-        tokens = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]
-        pairs = WordPairs.identity(source_tokenizer.vocab_size, tokens=tokens)
+        pairs = WordPairs.identity(source_tokenizer.vocab_size)
         return {**model_config, "shared_private": {**spec, "pairs": pairs.get_config()}}
     if spec.get("pairs") != "auto":
         return {**model_config, "shared_private": spec}
     path = os.path.join(run_dir, PAIRS_FILE)
     stamp = path + ".fingerprint"
-    fingerprint = _fingerprint(source_tokenizer, target_tokenizer, threshold,
-                               (train.sources, train.targets))
-    if (os.path.exists(path) and os.path.exists(stamp)
-            and open(stamp, encoding="utf-8").read().strip() == fingerprint):
+    fingerprint = _fingerprint(train, source_tokenizer, target_tokenizer, threshold)
+    if os.path.exists(path) and _read(stamp) == fingerprint:
         log(f"Word pairs: reusing {path}")
     else:
         pairs = word_pairs_from_tokenizers(train.sources, train.targets, source_tokenizer,

@@ -91,18 +91,17 @@ class MultiHeadAttention(keras.layers.Layer):
         self.head_dim = model_dim // num_heads
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.projections = {
-            name: keras.layers.Dense(
-                model_dim, kernel_initializer=keras.initializers.get(
-                    keras.initializers.serialize(self.kernel_initializer)),
-                dtype=self.dtype_policy, name=name)
-            for name in ("query", "key", "value", "output")
-        }
-        self.query_dense = self.projections["query"]
-        self.key_dense = self.projections["key"]
-        self.value_dense = self.projections["value"]
-        self.output_dense = self.projections["output"]
+        self.query_dense = self._projection("query")
+        self.key_dense = self._projection("key")
+        self.value_dense = self._projection("value")
+        self.output_dense = self._projection("output")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def _projection(self, name):
+        # Its own initializer copy: a Keras random initializer repeats its draw.
+        initializer = keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
+        return keras.layers.Dense(self.model_dim, kernel_initializer=initializer,
+                                  dtype=self.dtype_policy, name=name)
 
     def build(self, query_dim, memory_dim=None):
         memory_dim = memory_dim or query_dim

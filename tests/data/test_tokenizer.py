@@ -219,3 +219,16 @@ def test_tokenizer_survives_set_random_seed(bible_tokenizer, bible_slice):
     keras.utils.set_random_seed(7)
     assert tokenizer.tokenize([line]).to_list() == before
     assert tokenizer.decode_to_text(before)[0] == bible_tokenizer.decode_to_text(before)[0]
+
+
+def test_pieces_are_the_tokenized_ids_as_strings_and_keep_empty_texts(bible_slice,
+                                                                       bible_tokenizer):
+    texts = [bible_slice.sources[0], "", bible_slice.targets[0]]
+    pieces = bible_tokenizer.pieces(texts, batch_size=2)  # two batches
+    vocabulary = bible_tokenizer.vocabulary()
+    assert len(vocabulary) == bible_tokenizer.vocab_size and vocabulary[3] == "</s>"
+    assert len(pieces) == 3 and pieces[1] == []
+    for text, row in zip(texts, pieces):
+        ids = bible_tokenizer.tokenize(text).numpy().tolist()
+        assert row == [vocabulary[i] for i in ids]
+    assert "▁Dios" in pieces[0] or "▁Dios" not in vocabulary

@@ -153,6 +153,12 @@ def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_
     assert resolve_pairs(config, train, bible_tokenizer, bible_tokenizer, str(tmp_path),
                          log=messages.append) == resolved
     assert messages == [f"Word pairs: reusing {path}"]
+    # Other verses, as many: the fingerprint covers the texts, so they are paired anew.
+    messages.clear()
+    resolve_pairs(config, bible_slice.select(range(800, 1600)), bible_tokenizer,
+                  bible_tokenizer, str(tmp_path), log=messages.append)
+    assert any("WordPairs: lm" in m for m in messages), messages
+    resolve_pairs(config, train, bible_tokenizer, bible_tokenizer, str(tmp_path))  # back
 
     vocabulary_size = bible_tokenizer.vocab_size
     model = LSTMSeq2Seq(vocabulary_size, vocabulary_size, embedding_dim=16, hidden_dim=16,

@@ -289,6 +289,21 @@ class SubwordTokenizer(tf.Module):
         """Returns the id (int) of `piece`; unknown pieces give `UNK_ID`."""
         return int(self._processor.piece_to_id(piece))
 
+    def vocabulary(self):
+        """All pieces, in id order (list of str)."""
+        return [self.id_to_piece(i) for i in range(self.vocab_size)]
+
+    def pieces(self, texts, batch_size=4096):
+        """The piece strings of each text, as `tokenize` splits it (eagerly, in
+        batches): a list of lists of str, one per text, empty texts included."""
+        vocabulary = self.vocabulary()
+        texts = list(texts)
+        out = []
+        for start in range(0, len(texts), batch_size):
+            ids = self.tokenize(texts[start:start + batch_size])
+            out.extend([vocabulary[i] for i in row] for row in ids.to_list())
+        return out
+
     def tokenize(self, strings):
         """Splits strings into subword ids, without `<s>` or `</s>`.
 
@@ -362,7 +377,8 @@ class SubwordTokenizer(tf.Module):
         return [text.decode("utf-8") for text in texts]
 
 
-def _fingerprint(source_texts, target_texts):
+def corpus_fingerprint(source_texts, target_texts):
+    """sha256 (hex) of parallel texts: what a cached tokenizer or word-pair file was made from."""
     digest = hashlib.sha256()
     for side, texts in (("source", source_texts), ("target", target_texts)):
         digest.update(f"{side}:{len(texts)}\n".encode("utf-8"))
@@ -442,7 +458,7 @@ def build_tokenizers(
         "model_type": model_type,
         "seed": seed,
         "character_coverage": 1.0,
-        "fingerprint": _fingerprint(source_texts, target_texts),
+        "fingerprint": corpus_fingerprint(source_texts, target_texts),
         **file_names,
     }
     config_path = os.path.join(directory, CONFIG_FILENAME)

@@ -324,8 +324,11 @@ def word_vocabulary(sentences, max_size=None):
 
 
 # -- alignment -------------------------------------------------------------
-def eflomal_links(source_sentences, target_sentences, seed_iterations=None, log=None):
+def eflomal_links(source_sentences, target_sentences, n_iterations=None, log=None):
     """Forward alignment links of tokenized sentence pairs, from eflomal.
+
+    `n_iterations` is eflomal's (`None`: chosen from the corpus size). A pair
+    with an empty side gets no links.
 
     Returns:
         list (one per sentence) of lists of `(i, j)`: target position `j`
@@ -338,10 +341,10 @@ def eflomal_links(source_sentences, target_sentences, seed_iterations=None, log=
             "Aligning a corpus needs eflomal (GPL-3.0, an optional dependency): "
             "pip install 'tf_outheads[align]'; or pass `links=` from another aligner."
         ) from error
-    # eflomal splits on whitespace and needs a token on each side.
+    # eflomal reads whitespace-separated tokens (and lower-cases them itself).
     source_lines = [" ".join(s) for s in source_sentences]
     target_lines = [" ".join(t) for t in target_sentences]
-    aligner = eflomal.Aligner(n_iterations=seed_iterations)
+    aligner = eflomal.Aligner(n_iterations=n_iterations)
     with tempfile.TemporaryDirectory() as directory:
         forward = os.path.join(directory, "forward.links")
         if log:
@@ -529,9 +532,9 @@ def build_word_pairs(source_sentences, target_sentences, source_vocabulary,
             pair(source_index[token], target_index[token], CATEGORIES.index("wf"))
     # Frequency order with ties broken by id, so the result is deterministic.
     by_frequency = sorted(range(len(source_vocabulary)), key=lambda i: (-source_freq[i], i))
-    unk_ids = {source_index.get(unk_token)}
+    unk_id = source_index.get(unk_token)
     for s in by_frequency:  # (1) lexical meaning, Eq. 1
-        if s in used_source or s in unk_ids:
+        if s in used_source or s == unk_id:
             continue
         candidates = sorted(probabilities[s].items(), key=lambda kv: (-kv[1], kv[0]))
         for t, probability in candidates:
@@ -576,16 +579,10 @@ def word_pairs_from_tokenizers(source_texts, target_texts, source_tokenizer, tar
     Returns:
         `WordPairs` over the tokenizers' ids.
     """
-    def pieces(tokenizer, texts):
-        # Eager SentencePiece: the same segmentation the in-graph tokenizer makes.
-        return [tokenizer._processor.encode(text, out_type=str) for text in texts]
-
-    def vocabulary(tokenizer):
-        return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
-
-    return build_word_pairs(pieces(source_tokenizer, source_texts),
-                            pieces(target_tokenizer, target_texts),
-                            vocabulary(source_tokenizer), vocabulary(target_tokenizer), **kwargs)
+    return build_word_pairs(source_tokenizer.pieces(source_texts),
+                            target_tokenizer.pieces(target_texts),
+                            source_tokenizer.vocabulary(), target_tokenizer.vocabulary(),
+                            **kwargs)
 
 
 __all__ = [

@@ -64,13 +64,8 @@ _SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 
 def _tokenize_to_pieces(sentences, tokenizer):
     """Returns one list of piece strings per non-blank sentence."""
-    pieces = [tokenizer.id_to_piece(index) for index in range(tokenizer.vocab_size)]
     texts = [text for text in sentences if text.strip()]
-    tokenized = []
-    for start in range(0, len(texts), _TOKENIZE_BATCH):
-        ids = tokenizer.tokenize(texts[start : start + _TOKENIZE_BATCH])
-        tokenized.extend([pieces[i] for i in row] for row in ids.to_list())
-    return [row for row in tokenized if row]
+    return [row for row in tokenizer.pieces(texts, batch_size=_TOKENIZE_BATCH) if row]
 
 
 def _format_row(word, vector):

@@ -360,8 +360,9 @@ class TiedSoftmaxHead(CategoricalHead):
         return ops.cast(self.embedding.embeddings, self.compute_dtype)
 
     def output_weights_for(self, candidate_ids):
-        rows = ops.take(self.embedding.embeddings, candidate_ids, axis=0)
-        return ops.cast(rows, self.compute_dtype)
+        # Rows through the embedding layer itself: a lookup, never the whole
+        # table (a shared-private embedding would otherwise assemble it).
+        return ops.cast(self.embedding(candidate_ids), self.compute_dtype)
 
     @property
     def output_bias(self):

@@ -208,7 +208,7 @@ class JointEmbeddingHead(CategoricalHead):
 
     def output_weights_for(self, candidate_ids):
         # Only the candidate rows are projected (sampled training).
-        return self._project_outputs(ops.take(self.embedding.embeddings, candidate_ids, axis=0))
+        return self._project_outputs(self.embedding(candidate_ids))
 
     @property
     def output_bias(self):

@@ -239,8 +239,7 @@ class ReWEHead(keras.layers.Layer):
                                  "categorical logits: call the head with `logits=`. "
                                  "Received: logits=None")
             predicted = ops.argmax(logits, axis=-1)  # (..., ) ids, no gradient
-            rows = ops.take(self.embedding.embeddings, predicted, axis=0)
-            return ops.cast(rows, self.compute_dtype)
+            return ops.cast(self.embedding(predicted), self.compute_dtype)
         return self.output_layer(self.hidden_layer(h))
 
     def compute_output_shape(self, input_shape):

@@ -10,9 +10,11 @@ are private to each language:
     E^x   = E^x_lm ⊕ E^x_wf ⊕ E^x_ur  (rows put back in vocabulary order)   (Eq. 2)
 
 with `⊕̃` column and `⊕` row concatenation. Entries in no pair (a vocabulary
-larger than the other) keep a fully private row. The tables are assembled
-from the sub-matrices at every call (a concatenation and one row gather, cheap
-next to the model), so gradients from either side reach the shared variables.
+larger than the other) keep a fully private row. A lookup gathers the ids'
+rows from each sub-matrix (O(B·d), sparse gradients); the full table of Eq. 2
+(a concatenation and one row gather) is assembled only where a whole table is
+needed, e.g. by a tied output layer once per step. Either way gradients from
+both sides reach the shared variables.
 
 The layer owns the variables; `.source` and `.target` are the two embedding
 layers a model uses (`input_dim`, `output_dim`, `.embeddings`, `__call__(ids)`,
@@ -300,9 +302,6 @@ class SharedPrivateEmbeddingSide(keras.layers.Layer):
         if isinstance(owner, dict):
             owner = keras.saving.deserialize_keras_object(owner)
         return owner._views[config["side"]]
-
-
-
 
 
 def shared_private_argument(spec, source_vocabulary_size, target_vocabulary_size, dim,
