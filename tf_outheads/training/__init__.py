@@ -1,5 +1,8 @@
 """Training: compile settings, callbacks (dev BLEU, limits), the fit path."""
 
+from tf_outheads.training.backup import BackupManager
+from tf_outheads.training.backup import CheckpointError
+from tf_outheads.training.backup import average_checkpoints
 from tf_outheads.training.callbacks import BleuCallback
 from tf_outheads.training.callbacks import StepLimit
 from tf_outheads.training.callbacks import TimeLimit
@@ -8,6 +11,14 @@ from tf_outheads.training.fit import translation_callbacks
 from tf_outheads.training.head_loss import HeadLossMixin
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
+from tf_outheads.training.strategy import make_strategy
+from tf_outheads.training.strategy import set_precision
+from tf_outheads.training.strategy import split_cpu
+from tf_outheads.training.trainer import NonFiniteLossError
+from tf_outheads.training.trainer import Trainer
+from tf_outheads.training.trainer import fit
 
-__all__ = ["BleuCallback", "HeadLossMixin", "InverseSquareRootSchedule", "LazyAdam", "StepLimit",
-           "TimeLimit", "compile_for_translation", "translation_callbacks"]
+__all__ = ["BackupManager", "BleuCallback", "CheckpointError", "HeadLossMixin",
+           "InverseSquareRootSchedule", "LazyAdam", "NonFiniteLossError", "StepLimit", "TimeLimit",
+           "Trainer", "average_checkpoints", "compile_for_translation", "fit", "make_strategy",
+           "set_precision", "split_cpu", "translation_callbacks"]

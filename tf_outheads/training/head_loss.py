@@ -32,9 +32,40 @@ through Keras' multi-output `compile(loss={...}, loss_weights={...})`:
 
 import contextlib
 
+import tensorflow as tf
 from keras import ops
 
+from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.rewe_head import LOGITS_OUTPUT, REWE_OUTPUT
+
+
+def count_target_tokens(labels, pad_id=PAD_ID):
+    """Non-padding target tokens of a batch, float32: the denominator of every
+    tf_outheads loss (a per-token mean over `labels != pad_id`)."""
+    if isinstance(labels, dict):  # several outputs share the gold ids
+        labels = next(iter(labels.values()))
+    return tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(labels, tf.int32), pad_id), tf.float32))
+
+
+def global_token_share(loss, labels):
+    """This replica's share of the per-token mean over the *global* batch.
+
+    Keras averages each replica's loss over its own tokens and divides it by
+    the replica count, so the summed gradient is a mean of per-replica means:
+    replicas holding fewer target tokens weigh as much as fuller ones, and the
+    result differs from one device on the same global batch. Rescaling by
+    `local_tokens · replicas / global_tokens` (the token count all-reduced)
+    makes the sum over replicas `Σ_r Σ_t loss_rt / Σ_r n_r`, the global
+    per-token mean. A no-op outside a replica context or with one replica.
+    """
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    context = tf.distribute.get_replica_context()
+    if replicas == 1 or context is None:
+        return loss
+    local = count_target_tokens(labels)
+    total = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
+    share = tf.math.divide_no_nan(local * float(replicas), total)
+    return loss * tf.cast(share, loss.dtype)
 
 
 class HeadLossMixin:
@@ -151,6 +182,12 @@ class HeadLossMixin:
             return super()._symbolic_build(*args, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        total = self._replica_loss(x, y, y_pred, sample_weight, training)
+        # Under tf.distribute: a per-token mean over the global batch
+        # (training; evaluation keeps Keras' per-replica means).
+        return global_token_share(total, y) if training else total
+
+    def _replica_loss(self, x, y, y_pred, sample_weight, training):
         if isinstance(y_pred, dict) and REWE_OUTPUT in y_pred:
             self._bind_rewe_loss()
             # Keras weights (loss_weights) and sums the per-output losses and

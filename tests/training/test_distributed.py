@@ -1,0 +1,85 @@
+"""The trainer under tf.distribute: 2 logical CPUs and 2 worker processes on localhost.
+
+Each case runs in subprocesses: logical devices and TF_CONFIG must be set
+before TensorFlow starts, and a multi-worker job needs one process per worker.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+ENV.pop("TF_CONFIG", None)
+
+
+def _run(args, env=ENV, timeout=600):
+    result = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return result
+
+
+def _weights(path):
+    with np.load(path) as arrays:
+        return [arrays[name] for name in sorted(arrays.files) if name.startswith("arr_")]
+
+
+def test_mirrored_two_devices_match_one_device(tmp_path):
+    # Same global batches, split sentence-wise over 2 replicas; a clipnorm of
+    # 0.05 clips every step, so the gradients must be summed before clipping.
+    # Tolerance 1e-4 on weights of magnitude ~1: float32 sums in another order,
+    # 4 Adam steps (which divide by sqrt(v) and so amplify tiny differences).
+    output = tmp_path / "report.json"
+    _run([os.path.join(HERE, "mirrored_script.py"), str(tmp_path), str(output), "--keras-fit"])
+    report = json.loads(output.read_text())
+    assert report["replicas"] == 2
+    assert report["max_abs_difference"] < 1e-4, report
+    assert report["max_abs_weight"] > 0.5  # the weights are not all ~0
+    one, two = report["loss"]
+    assert one[0] == pytest.approx(two[0], rel=1e-5)
+    # Keras' model.fit clips each replica's gradient before the sum: not the
+    # same training as one device (which is why the trainer sums first).
+    assert report["keras_fit_max_abs_difference"] > 10 * report["max_abs_difference"], report
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_multi_worker_two_processes_end_with_identical_weights(tmp_path):
+    script = os.path.join(HERE, "multi_worker_script.py")
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = []
+    for index in range(2):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(ENV, TF_CONFIG=json.dumps(config))
+        processes.append(subprocess.Popen(
+            [sys.executable, script, str(tmp_path), str(tmp_path / f"worker{index}.npz")],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for process in processes:
+        try:
+            output, _ = process.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            for each in processes:
+                each.kill()
+            raise
+        assert process.returncode == 0, output[-4000:]
+    _run([script, str(tmp_path), str(tmp_path / "single.npz")])  # one device, same data
+    first, second = _weights(tmp_path / "worker0.npz"), _weights(tmp_path / "worker1.npz")
+    single = _weights(tmp_path / "single.npz")
+    with np.load(tmp_path / "worker0.npz") as arrays:
+        assert int(arrays["replicas"]) == 2
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    # And the two workers trained like one device on the same global batches.
+    assert max(float(np.abs(a - b).max()) for a, b in zip(first, single)) < 1e-4
+    # Only the chief wrote the backup.
+    assert sorted(os.listdir(tmp_path / "backup")) == ["ckpt-000000004"]

@@ -1,0 +1,469 @@
+"""The training loop: one call for every `tf.distribute` strategy, resumable at any step.
+
+`fit(model, dataset, ...)` trains a compiled model like `model.fit` — the same
+Keras callbacks, a `History` — but runs its own `strategy.run` loop, because
+`model.fit` cannot serve every case on TensorFlow 2.21 / Keras 3.15:
+
+- under `MultiWorkerMirroredStrategy` `model.fit` fails ("Attempt to convert a
+  value (PerReplica...) to a Tensor", keras-team/keras#20585);
+- Keras clips each replica's gradient before summing them, so with
+  `clipnorm` two replicas do not train like one device on the same batch;
+  here gradients are summed first, then clipped and applied once;
+- its backups restore the epoch only and do not save the input pipeline.
+
+What one step does:
+
+1. take `accumulation_steps` *global* batches from the dataset's iterator
+   (every worker reads the same stream) and split each into one slice of
+   sentences per replica, so the global batch is the same whatever the
+   number of replicas (`batch_tokens` is a global budget);
+2. on each replica: forward, the compiled loss (a per-token mean over the
+   *global* batch: `HeadLossMixin` all-reduces the token count), gradient of
+   the loss scaled by the optimizer (`LossScaleOptimizer` under
+   `mixed_float16`);
+3. sum the gradients over replicas and micro-batches, each micro-batch
+   weighted by its share of the window's tokens (the effective batch is the
+   `accumulation_steps` global batches together, averaged per token);
+4. if the loss is finite, clip and apply them (optimizer's `clipnorm` /
+   `global_clipnorm`, loss-scale bookkeeping); if not, apply nothing and
+   raise `NonFiniteLossError` naming the step, or skip the batch
+   (`nonfinite="skip"`);
+5. every `backup_every_n_steps` steps and at each epoch's end, write an
+   atomic backup (`tf_outheads.training.backup`): weights, optimizer
+   slots, RNG states, the data iterator's position, the epoch and step. A
+   run started again with the same `backup_dir` resumes from it: the same
+   next batch, the same optimizer state.
+
+With deterministic ops (`tf.config.experimental.enable_op_determinism()`)
+an interrupted and resumed run ends with the same weights as an
+uninterrupted one.
+"""
+
+import contextlib
+import time
+import warnings
+
+import keras
+import tensorflow as tf
+
+from tf_outheads.training.head_loss import count_target_tokens
+from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
+from tf_outheads.training.strategy import is_chief
+from tf_outheads.validation import positive_int
+
+NONFINITE_POLICIES = ("raise", "skip")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss was NaN or infinite; the step's update was not applied."""
+
+
+def _unpack(batch):
+    if isinstance(batch, (tuple, list)):
+        if len(batch) == 2:
+            return batch[0], batch[1], None
+        if len(batch) == 3:
+            return batch
+    raise ValueError("Training batches must be (features, labels) or (features, labels, "
+                     f"sample_weight). Received: {type(batch).__name__} of "
+                     f"{len(batch) if isinstance(batch, (tuple, list)) else '?'} elements")
+
+
+def batch_fingerprint(batch):
+    """An int64 that identifies a batch's contents (its source and target ids).
+
+    Logged for every step (`data_fingerprint`), so the data order of a resumed
+    run can be checked against an uninterrupted one.
+    """
+    total = tf.constant(0, tf.int64)
+    for tensor in tf.nest.flatten(batch):
+        if tensor.dtype.is_integer:
+            flat = tf.reshape(tf.cast(tensor, tf.int64), [-1])
+            weights = tf.range(1, tf.size(flat, tf.int64) + 1, dtype=tf.int64) % 65521 + 1
+            total = (total * 31 + tf.reduce_sum(flat * weights)) % 2147483647
+    return total
+
+
+def _add_gradients(total, gradient):
+    if total is None or gradient is None:
+        return gradient if total is None else total
+    if isinstance(total, tf.IndexedSlices) and isinstance(gradient, tf.IndexedSlices):
+        # Sparse (sampled-softmax) gradients stay sparse: rows concatenated.
+        return tf.IndexedSlices(tf.concat([total.values, gradient.values], 0),
+                                tf.concat([total.indices, gradient.indices], 0),
+                                total.dense_shape)
+    return tf.convert_to_tensor(total) + tf.convert_to_tensor(gradient)
+
+
+def _scale_gradient(gradient, factor):
+    if gradient is None:
+        return None
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * tf.cast(factor, gradient.values.dtype),
+                                gradient.indices, gradient.dense_shape)
+    return gradient * tf.cast(factor, gradient.dtype)
+
+
+@contextlib.contextmanager
+def _gradients_summed_by_caller(optimizer):
+    """Keras' optimizer all-reduces gradients after clipping them; the trainer
+    sums them first, so the optimizer must not sum them again.
+
+    Replaces (on this instance, while tracing) `_all_reduce_sum_gradients` —
+    the one step of Keras' TensorFlow optimizer that sums over replicas — by
+    the identity. Keras is pinned below 3.16, where this method exists.
+    """
+    optimizers = [optimizer]
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        optimizers.append(inner)
+    for each in optimizers:
+        if not hasattr(each, "_all_reduce_sum_gradients"):
+            raise RuntimeError(f"{type(each).__name__} has no _all_reduce_sum_gradients: this "
+                               "Keras version is not supported by tf_outheads.training.fit")
+        each._all_reduce_sum_gradients = list
+    try:
+        yield
+    finally:
+        for each in optimizers:
+            del each._all_reduce_sum_gradients
+
+
+class Trainer:
+    """Runs training steps of a compiled model under its strategy (see module doc).
+
+    Args:
+        model: a compiled `keras.Model`, built and compiled inside
+            `strategy.scope()` (its `distribute_strategy` is the one used).
+        accumulation_steps: int. Global batches per optimizer update.
+            Defaults to 1.
+        backup_dir: str or `None`. Where backups go and are resumed from.
+            Defaults to `None` (no backups).
+        backup_every_n_steps: int or `None`. Also back up every N steps
+            (besides every epoch's end). Defaults to `None`.
+        keep_backups: int. Backups kept (the last N, for resuming and
+            `average_checkpoints`). Defaults to 3.
+        nonfinite: `"raise"` or `"skip"`. What a NaN/Inf loss does: raise
+            `NonFiniteLossError` naming the step (weights left as they were),
+            or skip the batch with a warning. Defaults to `"raise"`.
+    """
+
+    def __init__(self, model, accumulation_steps=1, backup_dir=None, backup_every_n_steps=None,
+                 keep_backups=3, nonfinite="raise"):
+        if getattr(model, "optimizer", None) is None:
+            raise ValueError("Compile the model before training it (e.g. "
+                             "tf_outheads.compile_for_translation(model, ...)).")
+        if nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"`nonfinite` must be one of {NONFINITE_POLICIES}. "
+                             f"Received: nonfinite={nonfinite!r}")
+        self.model = model
+        self.strategy = model.distribute_strategy
+        self.accumulation_steps = positive_int("accumulation_steps", accumulation_steps)
+        self.backup_every_n_steps = (None if backup_every_n_steps is None
+                                     else positive_int("backup_every_n_steps",
+                                                       backup_every_n_steps))
+        self.nonfinite = nonfinite
+        self.backups = (None if backup_dir is None else
+                        BackupManager(backup_dir, keep=keep_backups, chief=is_chief(self.strategy)))
+        self.skipped_steps = []
+        self._train_function = None
+        self._evaluate_function = None
+
+    # Replica functions ------------------------------------------------------
+
+    def _distribute(self, batch):
+        """One slice of sentences of the global `batch` per replica."""
+        replicas = self.strategy.num_replicas_in_sync
+        if replicas == 1:
+            return batch
+        size = tf.shape(tf.nest.flatten(batch[1])[0])[0]
+        check = tf.debugging.assert_greater_equal(
+            size, replicas, message=f"A batch has fewer sentences than the {replicas} replicas "
+                                    "it is split across: raise the batch size (batch_tokens)")
+        with tf.control_dependencies([check]):
+            size = tf.identity(size)
+
+        def replica_slice(context):
+            index = context.replica_id_in_sync_group
+            start, end = index * size // replicas, (index + 1) * size // replicas
+            return tf.nest.map_structure(lambda tensor: tensor[start:end], batch)
+
+        return self.strategy.experimental_distribute_values_from_function(replica_slice)
+
+    def _forward_backward(self, batch):
+        model = self.model
+        features, labels, sample_weight = _unpack(batch)
+        tokens = count_target_tokens(labels)
+        context = tf.distribute.get_replica_context()
+        if self.strategy.num_replicas_in_sync > 1:
+            tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
+        with tf.GradientTape() as tape:
+            predictions = model(features, training=True)
+            loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
+                                      sample_weight=sample_weight, training=True)
+            scaled = model.optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled, model.trainable_variables)
+        return gradients, tf.cast(loss, tf.float32), tokens
+
+    def _apply(self, gradients, window_tokens):
+        model = self.model
+        variables = model.trainable_variables
+        present = [index for index, gradient in enumerate(gradients) if gradient is not None]
+        if self.strategy.num_replicas_in_sync > 1 and present:
+            summed = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, [gradients[index] for index in present])
+            gradients = list(gradients)
+            for index, gradient in zip(present, summed):
+                gradients[index] = gradient
+        if self.accumulation_steps > 1:
+            gradients = [_scale_gradient(g, 1.0 / tf.maximum(window_tokens, 1.0))
+                         for g in gradients]
+        model.optimizer.apply(gradients, variables)
+
+    def _make_train_function(self):
+        strategy = self.strategy
+        steps = self.accumulation_steps
+
+        def train_function(iterator):
+            gradients, loss, window_tokens = None, 0.0, 0.0
+            fingerprint = tf.constant(0, tf.int64)
+            for _ in range(steps):
+                batch = next(iterator)
+                fingerprint = (fingerprint * 31 + batch_fingerprint(batch)) % 2147483647
+                shards = self._distribute(batch)
+                step_gradients, step_loss, tokens = strategy.run(self._forward_backward,
+                                                                 args=(shards,))
+                global_loss = strategy.reduce(tf.distribute.ReduceOp.SUM, step_loss, axis=None)
+                global_tokens = strategy.reduce(tf.distribute.ReduceOp.MEAN, tokens, axis=None)
+                if steps > 1:
+                    # Weight each micro-batch by its tokens (divided by the
+                    # window's total in `_apply`): a per-token mean over the window.
+                    step_gradients = strategy.run(
+                        lambda g, n: [_scale_gradient(x, n) for x in g],
+                        args=(step_gradients, tokens))
+                if gradients is None:
+                    gradients = step_gradients
+                else:
+                    gradients = strategy.run(
+                        lambda a, b: [_add_gradients(x, y) for x, y in zip(a, b)],
+                        args=(gradients, step_gradients))
+                loss += global_loss * global_tokens
+                window_tokens += global_tokens
+            loss = tf.math.divide_no_nan(loss, window_tokens)
+            finite = tf.math.is_finite(loss)
+
+            def apply():
+                strategy.run(self._apply, args=(gradients, window_tokens))
+                return tf.constant(True)
+
+            applied = tf.cond(finite, apply, lambda: tf.constant(False))
+            return loss, window_tokens, applied, fingerprint
+
+        return tf.function(train_function)
+
+    def _make_evaluate_function(self, element_spec):
+        strategy = self.strategy
+        model = self.model
+
+        def replica_evaluate(batch):
+            features, labels, sample_weight = _unpack(batch)
+            predictions = model(features, training=False)
+            loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
+                                      sample_weight=sample_weight, training=False)
+            tokens = count_target_tokens(labels)
+            # Keras divides each replica's mean by the replica count.
+            loss = tf.cast(loss, tf.float32) * float(strategy.num_replicas_in_sync)
+            return loss * tokens, tokens
+
+        def evaluate_function(batch):
+            total, tokens = strategy.run(replica_evaluate, args=(self._distribute(batch),))
+            return (strategy.reduce(tf.distribute.ReduceOp.SUM, total, axis=None),
+                    strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None))
+
+        return tf.function(evaluate_function, input_signature=[element_spec])
+
+    # Host loop --------------------------------------------------------------
+
+    def evaluate(self, dataset):
+        """Per-token loss of the compiled loss over a finite `dataset` (global mean)."""
+        if self._evaluate_function is None:
+            self._evaluate_function = self._make_evaluate_function(dataset.element_spec)
+        total, tokens = 0.0, 0.0
+        for batch in dataset:
+            batch_total, batch_tokens = self._evaluate_function(batch)
+            total += float(batch_total)
+            tokens += float(batch_tokens)
+        return total / tokens if tokens else float("nan")
+
+    def _checkpoint(self, iterator):
+        model = self.model
+        return tf.train.Checkpoint(
+            model_variables=[v.value for v in model.variables],
+            optimizer_variables=[v.value for v in model.optimizer.variables],
+            iterator=iterator)
+
+    def _build(self, dataset):
+        """Create every variable (model, compiled loss, optimizer) before a restore."""
+        model = self.model
+        if model.built and model.optimizer.built:
+            return
+        batch = next(iter(dataset.take(1)))
+        features, labels, _ = _unpack(batch)
+        with self.strategy.scope():
+            model._symbolic_build(data_batch=(features, labels))
+            if not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+
+    def fit(self, dataset, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None,
+            verbose="auto"):
+        """Train; returns the `keras.callbacks.History`. See `tf_outheads.training.fit`."""
+        model = self.model
+        epochs = positive_int("epochs", epochs)
+        if steps_per_epoch is None:
+            cardinality = int(dataset.cardinality())
+            if cardinality < 0:
+                raise ValueError("`steps_per_epoch` is required for a dataset of unknown or "
+                                 "infinite length (e.g. repeat=True). Received: "
+                                 "steps_per_epoch=None")
+            steps_per_epoch = cardinality // self.accumulation_steps
+        steps_per_epoch = positive_int("steps_per_epoch", steps_per_epoch)
+        if verbose == "auto":
+            verbose = 1
+        self._build(dataset)
+        signature = variables_signature(model.variables)
+        # One pass over a finite dataset per epoch (as `model.fit`), or an
+        # endless stream read across epochs.
+        iterator = iter(dataset.repeat() if int(dataset.cardinality()) > 0 else dataset)
+        checkpoint = self._checkpoint(iterator)
+        start_epoch, start_batch, step = 0, 0, 0
+        if self.backups is not None:
+            manifest = self.backups.restore(checkpoint, signature=signature)
+            if manifest is not None:
+                state = manifest["state"]
+                start_epoch, start_batch, step = state["epoch"], state["batch"], state["step"]
+                if start_batch >= steps_per_epoch:  # resumed with shorter epochs
+                    start_epoch, start_batch = start_epoch + 1, 0
+                self.skipped_steps = list(state.get("skipped_steps", []))
+                if verbose:
+                    print(f"[backup] resumed from step {step} (epoch {start_epoch + 1}, "
+                          f"batch {start_batch}) of {self.backups.directory}", flush=True)
+
+        callback_list = keras.callbacks.CallbackList(
+            callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
+            epochs=epochs, steps=steps_per_epoch, model=model)
+        if self._train_function is None:
+            self._train_function = self._make_train_function()
+        model.stop_training = False
+
+        def backup(epoch, batch):
+            if self.backups is None:
+                return
+            self.backups.save(checkpoint, step, {
+                "epoch": epoch, "batch": batch, "step": step, "signature": signature,
+                "skipped_steps": self.skipped_steps, "time": time.time()})
+
+        with _gradients_summed_by_caller(model.optimizer):
+            callback_list.on_train_begin()
+            logs = {}
+            for epoch in range(start_epoch, epochs):
+                callback_list.on_epoch_begin(epoch)
+                loss_sum, token_sum = 0.0, 0.0
+                first = start_batch if epoch == start_epoch else 0
+                position = (epoch, first)
+                for batch in range(first, steps_per_epoch):
+                    callback_list.on_train_batch_begin(batch)
+                    loss, tokens, applied, fingerprint = self._train_function(iterator)
+                    loss, tokens = float(loss), float(tokens)
+                    step += 1
+                    if not bool(applied):
+                        self._nonfinite(loss, step, epoch, batch)
+                    else:
+                        loss_sum += loss * tokens
+                        token_sum += tokens
+                    logs = {"loss": loss_sum / token_sum if token_sum else float("nan"),
+                            "step_loss": loss, "tokens": tokens, "step": step,
+                            "data_fingerprint": int(fingerprint)}
+                    callback_list.on_train_batch_end(batch, logs)
+                    position = (epoch, batch + 1) if batch + 1 < steps_per_epoch else (epoch + 1, 0)
+                    done = model.stop_training or batch + 1 == steps_per_epoch
+                    if (self.backup_every_n_steps and step % self.backup_every_n_steps == 0
+                            and not done):
+                        backup(*position)
+                    if model.stop_training:
+                        break
+                epoch_logs = {"loss": logs.get("loss", float("nan"))}
+                if validation_data is not None:
+                    epoch_logs["val_loss"] = self.evaluate(validation_data)
+                callback_list.on_epoch_end(epoch, epoch_logs)
+                backup(*position)  # where a resumed run goes on
+                if model.stop_training:
+                    break
+            callback_list.on_train_end(logs)
+        return model.history
+
+    def _nonfinite(self, loss, step, epoch, batch):
+        where = f"step {step} (epoch {epoch + 1}, batch {batch + 1})"
+        if self.nonfinite == "raise":
+            latest = self.backups.checkpoints()[-1][1] if self.backups and \
+                self.backups.checkpoints() else None
+            raise NonFiniteLossError(
+                f"Training loss is {loss} at {where}; this batch's update was not applied. "
+                + (f"The last backup is {latest}. " if latest else "")
+                + "Lower the learning rate, check the data, or pass nonfinite='skip' to skip "
+                  "such batches.")
+        self.skipped_steps.append(step)
+        warnings.warn(f"Training loss is {loss} at {where}: batch skipped (nonfinite='skip'; "
+                      f"{len(self.skipped_steps)} skipped so far)", RuntimeWarning, stacklevel=3)
+
+
+def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None,
+        accumulation_steps=1, backup_dir=None, backup_every_n_steps=None, keep_backups=3,
+        nonfinite="raise", verbose="auto"):
+    """Train `model` on `dataset` with its strategy: the same call for every strategy.
+
+    Build and compile the model inside `strategy.scope()` (see
+    `tf_outheads.training.make_strategy`); outside any scope it trains on
+    one device. `dataset` yields *global* batches `(features, labels)`, which
+    are split across the replicas sentence-wise.
+
+    Args:
+        model: compiled `keras.Model`.
+        dataset: `tf.data.Dataset` of `(features, labels[, sample_weight])`.
+        epochs, steps_per_epoch: as `model.fit` (`steps_per_epoch` counts
+            optimizer updates; required for an endless dataset).
+        validation_data: finite `tf.data.Dataset` or `None`; its per-token
+            loss is logged as `val_loss` at every epoch's end.
+        callbacks: list of `keras.callbacks.Callback` (BLEU, early stopping,
+            TensorBoard, CSV logger, limits ...). Batch logs hold `loss` (the
+            epoch's running per-token mean), `step_loss`, `tokens` (target
+            tokens of the step), `step` (steps since the first start,
+            resumes included) and `data_fingerprint` (`batch_fingerprint` of
+            the step's batches).
+        accumulation_steps: int. Global batches per update (effective batch
+            = `accumulation_steps` × the dataset's batch). Defaults to 1.
+        backup_dir, backup_every_n_steps, keep_backups, nonfinite: see `Trainer`.
+        verbose: 0, 1 (progress bar), 2 or `"auto"`. Defaults to `"auto"`.
+
+    Returns:
+        The `keras.callbacks.History` of this call.
+
+    Example:
+    ```python
+    from tf_outheads import compile_for_translation, training
+    from zoo import LSTMSeq2Seq
+    strategy = training.make_strategy("mirrored")          # all local GPUs
+    with strategy.scope():
+        model = LSTMSeq2Seq(8000, 8000, head="tied")
+        compile_for_translation(model, learning_rate=1e-3)
+    training.fit(model, batches, epochs=10, steps_per_epoch=1000,
+                 backup_dir="runs/mine/backup", backup_every_n_steps=200)
+    ```
+    """
+    trainer = Trainer(model, accumulation_steps=accumulation_steps, backup_dir=backup_dir,
+                      backup_every_n_steps=backup_every_n_steps, keep_backups=keep_backups,
+                      nonfinite=nonfinite)
+    return trainer.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                       validation_data=validation_data, callbacks=callbacks, verbose=verbose)
+
+
+__all__ = ["NonFiniteLossError", "Trainer", "count_target_tokens", "fit"]
