@@ -4,6 +4,7 @@
     tf-outheads translate --run-dir runs/lstm-cpu --input src.txt --output hyp.txt
     tf-outheads evaluate --hypotheses runs/lstm-cpu/test.hyp --split test --run-dir runs/lstm-cpu
     tf-outheads export --run-dir runs/lstm-cpu --output exports/translator/1
+    tf-outheads average --run-dir runs/lstm-cpu --last 3
 """
 
 import argparse
@@ -37,6 +38,9 @@ def _train(args):
         overrides["train.max_steps"] = args.max_steps
     if args.corpus is not None:
         overrides["data.corpus"] = args.corpus
+    for name in ("strategy", "num_gpus", "precision", "accumulation_steps"):
+        if getattr(args, name) is not None:
+            overrides[f"train.{name}"] = getattr(args, name)
     run_dir = args.run_dir or os.path.join("runs", args.preset)
     run_training(args.preset, run_dir, overrides)
 
@@ -47,6 +51,22 @@ def _override(options, args, names):
         value = getattr(args, name)
         if value is not None:
             options[name] = value
+
+
+def _average(args):
+    from tf_outheads.training.backup import BackupManager, average_checkpoints, write_atomically
+    from zoo.train import load_run
+
+    model = load_run(args.run_dir)[0]
+    backups = BackupManager(os.path.join(args.run_dir, "backup")).checkpoints()
+    if len(backups) < args.last:
+        raise SystemExit(f"error: {os.path.join(args.run_dir, 'backup')} holds {len(backups)} "
+                         f"backup(s); --last {args.last} needs as many (train.keep_backups)")
+    paths = [path for _, path in backups[-args.last:]]
+    average_checkpoints(model, paths)
+    output = args.output or os.path.join(args.run_dir, "model.averaged.keras")
+    write_atomically(output, model.save)
+    print(f"[average] mean of {', '.join(os.path.basename(p) for p in paths)} → {output}")
 
 
 def _translate(args):
@@ -160,9 +180,24 @@ def build_parser():
     train.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
     train.add_argument("--max-minutes", type=float, help="wall-clock training budget")
     train.add_argument("--max-steps", type=int, help="optimizer step budget")
+    train.add_argument("--strategy", choices=("default", "mirrored", "multi_worker"),
+                       help="tf.distribute strategy: one device, all local GPUs, or the "
+                            "workers of TF_CONFIG (default: the preset's train.strategy)")
+    train.add_argument("--num-gpus", type=int, help="mirrored: use the first N GPUs")
+    train.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"),
+                       help="dtype policy (mixed_float16 adds loss scaling)")
+    train.add_argument("--accumulation-steps", type=int,
+                       help="global batches per optimizer update (gradient accumulation)")
     train.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                        help="override a preset setting, e.g. --set model.head=softmax")
     train.set_defaults(func=_train)
+
+    average = commands.add_parser(
+        "average", help="average the weights of a run's last N backups into a .keras model")
+    average.add_argument("--run-dir", required=True)
+    average.add_argument("--last", type=int, default=3, help="backups to average (default 3)")
+    average.add_argument("--output", help="default RUN_DIR/model.averaged.keras")
+    average.set_defaults(func=_average)
 
     translate = commands.add_parser("translate", help="translate a file with a trained run")
     translate.add_argument("--run-dir", required=True)

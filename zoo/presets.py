@@ -503,3 +503,30 @@ PRESETS["lstm-cpu-rewe-contrastive-b"]["model"]["head"] = {
     "config": {"output_dim": 300, "hidden_units": 200, "activation": "relu", "scoring": "cosine"}}
 PRESETS["lstm-cpu-rewe-contrastive-b"]["train"].update(
     loss={"class_name": "cosine", "config": {}}, label_smoothing=0.0)
+
+# -- Distributed and fault-tolerant training (every preset) ---------------------------
+# `tf_outheads.training.fit` settings: strategy "default" | "mirrored" (local GPUs;
+# num_gpus = None: all) | "multi_worker" (hosts from TF_CONFIG); precision "float32" |
+# "mixed_float16" (loss scaling) | "mixed_bfloat16"; accumulation_steps global batches
+# per update (batch_tokens is the global batch, split across replicas); a backup
+# (weights, optimizer, data position) every backup_every_n_steps steps and at each
+# epoch's end in RUN_DIR/backup, the last keep_backups kept; nonfinite "raise" |
+# "skip"; average_last N: the final model averages the last N backups' weights
+# (instead of the best dev-BLEU weights; N <= keep_backups).
+TRAINING_DEFAULTS = {
+    "strategy": "default",
+    "num_gpus": None,
+    "precision": "float32",
+    "accumulation_steps": 1,
+    "backup_every_n_steps": 200,
+    "keep_backups": 3,
+    "nonfinite": "raise",
+    "average_last": None,
+}
+for _preset in PRESETS.values():
+    for _key, _value in TRAINING_DEFAULTS.items():
+        _preset["train"].setdefault(_key, _value)
+# Vaswani et al. (2017) §6.1: base models are the average of the last 5 checkpoints.
+for _name, _preset in PRESETS.items():
+    if _name.startswith("transformer-base"):
+        _preset["train"].update(keep_backups=5, average_last=5, backup_every_n_steps=1000)

@@ -19,8 +19,11 @@ from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
+from tf_outheads.training import backup as tfo_backup
+from tf_outheads.training import strategy as tfo_strategy
 from tf_outheads.training.fit import compile_for_translation, translation_callbacks
 from tf_outheads.training.schedules import InverseSquareRootSchedule
+from tf_outheads.training.trainer import fit as train_model
 from zoo.lstm import LSTMSeq2Seq
 from zoo.plots import write_line_plot
 from zoo.presets import get_preset
@@ -198,21 +201,47 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
 
     Files written to `run_dir`: `preset.json`, the SentencePiece model(s) and
     `tokenizer.json`, `checkpoints/best.weights.h5`, `model.keras` (the best
-    dev-BLEU weights), `logs/` (TensorBoard), `history.csv`, `bleu.jsonl`,
+    dev-BLEU weights, or the average of the last `train.average_last`
+    backups), `backup/` (atomic backups: weights, optimizer, data position),
+    `logs/` (TensorBoard), `history.csv`, `bleu.jsonl`,
     `dev.hyp`, `test.hyp`, `results.json`, `loss_curves.csv` and
     `loss_curves.svg` (the loss of every step; with a ReWE head NLL and ReWE
     separately); with shared-private embeddings built from `pairs: "auto"`,
     `word_pairs.tsv` and `paired_embeddings_pca.svg` (Liu et al. 2019, Fig. 6). Re-running with the same
-    `run_dir` reuses the tokenizer and resumes an interrupted training from `backup/`.
+    `run_dir` reuses the tokenizer and resumes an interrupted training from
+    `backup/` at the step it reached (same next batch, same optimizer state).
+
+    `train.strategy` / `train.num_gpus` choose the `tf.distribute` strategy
+    (`tf_outheads.training.make_strategy`), `train.precision` the dtype
+    policy. In a multi-worker job (`TF_CONFIG`) every worker runs this with
+    the same `run_dir` on a shared filesystem: the chief (worker 0) writes
+    `run_dir` and evaluates; the others keep their files in
+    `run_dir/workers/<index>/` and return after training.
     """
     start = time.time()
     preset = get_preset(preset_name, overrides)
+    train_config = preset["train"]
+    strategy = tfo_strategy.make_strategy(train_config["strategy"],
+                                          num_gpus=train_config["num_gpus"])
+    chief = tfo_strategy.is_chief(strategy)
+    backup_dir = os.path.join(run_dir, "backup")
+    if not chief:
+        run_dir = os.path.join(run_dir, "workers", str(strategy.cluster_resolver.task_id))
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "preset.json"), "w", encoding="utf-8") as f:
         json.dump({"name": preset_name, **preset}, f, indent=2)
+    previous_policy = keras.config.dtype_policy().name
+    tfo_strategy.set_precision(train_config["precision"])
+    try:
+        return _run_training(preset_name, preset, run_dir, backup_dir, strategy, chief, start,
+                             log)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+def _run_training(preset_name, preset, run_dir, backup_dir, strategy, chief, start, log):
     keras.utils.set_random_seed(preset["train"]["seed"])
     data_config, train_config, decode_config = preset["data"], preset["train"], preset["decode"]
-
     splits = load_splits(data_config, log=log)
     train = splits["train"]
     source_tokenizer, target_tokenizer = tfo_data.build_tokenizers(
@@ -244,27 +273,32 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     # alignments of the training split, written to (and reused from) the run dir.
     preset = {**preset, "model": resolve_pairs(preset["model"], train, source_tokenizer,
                                                 target_tokenizer, run_dir, log=log)}
-    model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
-    if hasattr(model.head, "set_target_vectors"):
-        table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
-                                       train_config["seed"], log=log)
-        model.head.set_target_vectors(table.vectors)
-    rewe = getattr(model, "rewe", None)
-    if rewe is not None and rewe.targets == "pretrained":
-        # ReWE regressing pretrained vectors: the same FastText table, frozen.
-        table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
-                                       train_config["seed"], log=log)
-        rewe.set_target_vectors(table.vectors)
-    loss_keywords = training_loss(train_config)
-    optimizer = build_optimizer(preset)
-    compile_for_translation(
-        model,
-        learning_rate=train_config["learning_rate"],
-        clipnorm=train_config["clipnorm"],
-        optimizer=optimizer,
-        **loss_keywords,
-    )
+    with strategy.scope():  # variables mirrored on every replica
+        model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+        if hasattr(model.head, "set_target_vectors"):
+            table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
+                                           train_config["seed"], log=log)
+            model.head.set_target_vectors(table.vectors)
+        rewe = getattr(model, "rewe", None)
+        if rewe is not None and rewe.targets == "pretrained":
+            # ReWE regressing pretrained vectors: the same FastText table, frozen.
+            table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
+                                           train_config["seed"], log=log)
+            rewe.set_target_vectors(table.vectors)
+        loss_keywords = training_loss(train_config)
+        optimizer = build_optimizer(preset)
+        compile_for_translation(
+            model,
+            learning_rate=train_config["learning_rate"],
+            clipnorm=train_config["clipnorm"],
+            optimizer=optimizer,
+            **loss_keywords,
+        )
     log(f"[model] {type(model).__name__} {preset['model']}")
+    log(f"[train] strategy {type(strategy).__name__} ({strategy.num_replicas_in_sync} "
+        f"replica(s)), precision {train_config['precision']}, accumulation "
+        f"{train_config['accumulation_steps']}, backups every "
+        f"{train_config['backup_every_n_steps']} steps in {backup_dir}")
     if optimizer is not None:
         log(f"[optimizer] Adam beta_2={optimizer.beta_2} epsilon={optimizer.epsilon} "
             f"clipnorm={optimizer.clipnorm}, learning rate "
@@ -282,6 +316,7 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         max_minutes=train_config["max_minutes"],
         max_steps=train_config["max_steps"],
         decode_options=decode_config,
+        chief=chief,
     )
     # The training losses step by step: with ReWE, NLL and ReWE separately (the
     # paper's Figure 3); plain runs write the same file, for comparing the two.
@@ -290,22 +325,38 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
         os.path.join(run_dir, "loss_curves.csv"),
         None if rewe is None else (PAPER_REWE_WEIGHT if rewe_weight is None else rewe_weight),
         log=log))
-    model.fit(
+    train_model(
+        model,
         train_dataset,
         epochs=train_config["epochs"],
         steps_per_epoch=train_config["steps_per_epoch"],
         validation_data=dev_dataset,
         callbacks=callbacks,
+        accumulation_steps=train_config["accumulation_steps"],
+        backup_dir=backup_dir,
+        backup_every_n_steps=train_config["backup_every_n_steps"],
+        keep_backups=train_config["keep_backups"],
+        nonfinite=train_config["nonfinite"],
         verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
     )
     train_seconds = time.time() - start
     steps = int(model.optimizer.iterations.numpy())
+    if not chief:
+        log(f"[done] worker {run_dir}: {steps} steps; the chief evaluates and writes the model")
+        return {"preset": preset_name, "run_dir": run_dir, "steps": steps, "chief": False}
 
+    average_last = train_config["average_last"]
     best = os.path.join(run_dir, "checkpoints", "best.weights.h5")
-    if os.path.exists(best):
+    if average_last:
+        paths = [path for _, path in tfo_backup.BackupManager(backup_dir).checkpoints()]
+        paths = paths[-int(average_last):]
+        tfo_backup.average_checkpoints(model, paths)
+        log(f"[average] final weights: the mean of the last {len(paths)} backups "
+            f"({', '.join(os.path.basename(p) for p in paths)})")
+    elif os.path.exists(best):
         model.load_weights(best)
     model_path = os.path.join(run_dir, "model.keras")
-    model.save(model_path)
+    tfo_backup.write_atomically(model_path, model.save)
     pairs_path = os.path.join(run_dir, PAIRS_FILE)
     if os.path.exists(pairs_path):  # Liu et al. (2019) Figure 6 for this run
         figure = write_pair_figure(model, pairs_path, os.path.join(run_dir, FIGURE_FILE))
@@ -315,6 +366,8 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     translator = Translator(model, source_tokenizer, target_tokenizer, **decode_config)
     results = {"preset": preset_name, "run_dir": run_dir,
                "steps": steps,
+               "replicas": strategy.num_replicas_in_sync,
+               "averaged_backups": average_last,
                "train_seconds": round(train_seconds, 1),
                "parameters": parameter_report(model).groups,
                "dev_bleu_history": bleu.history if bleu else []}
@@ -372,6 +425,9 @@ class LossCurves(keras.callbacks.Callback):
         trackers = {metric.name: metric for metric in self.model.metrics}
         row = {"step": int(self.model.optimizer.iterations.numpy()), "epoch": self._epoch + 1}
         for name in self.names:
+            if name == "loss" and "step_loss" in logs:  # tf_outheads.training.fit
+                row[name] = float(logs["step_loss"])
+                continue
             sums = {v.name: float(v.numpy()) for v in getattr(trackers.get(name), "variables", ())}
             if {"total", "count"} <= set(sums):
                 total, count = self._sums.get(name, (0.0, 0.0))

@@ -75,3 +75,35 @@ def test_standard_callbacks_write_checkpoint_and_logs(bible_tokenizer, bible_sli
     assert os.path.exists(tmp_path / "checkpoints" / "best.weights.h5")
     assert os.listdir(tmp_path / "logs")
     assert "val_bleu" in (tmp_path / "history.csv").read_text().splitlines()[0]
+
+
+def test_best_weights_saves_improvements_atomically(bible_tokenizer, tmp_path, monkeypatch):
+    from tf_outheads.training.callbacks import BestWeights
+
+    model, _ = _model_and_data(bible_tokenizer)
+    model.build({"source_ids": (None, None), "target_in": (None, None)})
+    path = tmp_path / "best.weights.h5"
+    best = BestWeights(str(path), monitor="val_bleu", mode="max")
+    best.set_model(model)
+    best.on_epoch_end(0, {"val_bleu": 1.0})
+    saved = path.read_bytes()
+    best.on_epoch_end(1, {"val_bleu": 0.5})  # worse: not written
+    assert path.read_bytes() == saved and best.best == 1.0
+
+    def dies_midway(filepath):  # a write that fails after a partial file
+        with open(filepath, "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model, "save_weights", dies_midway)
+    try:
+        best.on_epoch_end(2, {"val_bleu": 2.0})
+    except KeyboardInterrupt:
+        pass
+    assert path.read_bytes() == saved  # the previous best is intact
+    assert os.listdir(tmp_path) == ["best.weights.h5"]  # no temporary file left
+    monkeypatch.undo()
+    not_chief = BestWeights(str(tmp_path / "other.weights.h5"), chief=False)
+    not_chief.set_model(model)
+    not_chief.on_epoch_end(0, {"val_bleu": 3.0})
+    assert not (tmp_path / "other.weights.h5").exists()

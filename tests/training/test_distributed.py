@@ -75,11 +75,14 @@ def test_multi_worker_two_processes_end_with_identical_weights(tmp_path):
     _run([script, str(tmp_path), str(tmp_path / "single.npz")])  # one device, same data
     first, second = _weights(tmp_path / "worker0.npz"), _weights(tmp_path / "worker1.npz")
     single = _weights(tmp_path / "single.npz")
-    with np.load(tmp_path / "worker0.npz") as arrays:
-        assert int(arrays["replicas"]) == 2
+    for name in ("worker0.npz", "worker1.npz"):
+        with np.load(tmp_path / name) as arrays:
+            assert int(arrays["replicas"]) == 2
+            # Worker 1 alone asked to stop after step 3: both stopped there.
+            assert int(arrays["steps"]) == 3
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)
     # And the two workers trained like one device on the same global batches.
     assert max(float(np.abs(a - b).max()) for a, b in zip(first, single)) < 1e-4
     # Only the chief wrote the backup.
-    assert sorted(os.listdir(tmp_path / "backup")) == ["ckpt-000000004"]
+    assert sorted(os.listdir(tmp_path / "backup")) == ["ckpt-000000003"]

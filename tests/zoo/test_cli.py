@@ -167,3 +167,58 @@ def test_continuous_head_trains_with_vectors_of_its_own_tokenizer(small_corpus, 
     np.testing.assert_allclose(table[row], vectors[0] / np.linalg.norm(vectors[0]), rtol=1e-5)
     # Output layer: d_h·m + m trainable, and the frozen |V|·m table.
     assert results["parameters"]["output_layer"] == 64 * 12 + 12 + target_tokenizer.vocab_size * 12
+
+
+def test_train_again_resumes_from_the_backup_and_averages(trained_run, tmp_path, small_corpus,
+                                                          capsys):
+    import shutil
+
+    run_dir = str(tmp_path / "resumed")
+    shutil.copytree(trained_run, run_dir)
+    capsys.readouterr()
+    cli.main(["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", small_corpus,
+              "--max-steps", "15", "--set", "data.vocab_size=400",
+              "--set", "train.steps_per_epoch=6", "--set", "train.epochs=3",
+              "--set", "train.average_last=2", "--set", "decode.max_length_offset=3"])
+    output = capsys.readouterr().out
+    assert "[backup] resumed from step 12 (epoch 3, batch 0)" in output
+    assert "[average] final weights: the mean of the last 2 backups " \
+           "(ckpt-000000012, ckpt-000000015)" in output
+    with open(os.path.join(run_dir, "results.json")) as f:
+        results = json.load(f)
+    assert results["steps"] == 15 and results["averaged_backups"] == 2
+    with open(os.path.join(run_dir, "loss_curves.csv")) as f:
+        steps = [int(line.split(",")[0]) for line in f.read().splitlines()[1:]]
+    assert steps == list(range(1, 16))  # continued, nothing replayed
+
+
+def test_train_takes_strategy_precision_and_accumulation(small_corpus, tmp_path):
+    run_dir = str(tmp_path / "run")
+    cli.main(["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", small_corpus,
+              "--max-steps", "2", "--strategy", "mirrored", "--precision", "mixed_bfloat16",
+              "--accumulation-steps", "2", "--set", "data.vocab_size=400",
+              "--set", "train.steps_per_epoch=2", "--set", "train.epochs=1",
+              "--set", "decode.max_length_offset=3"])
+    with open(os.path.join(run_dir, "preset.json")) as f:
+        train = json.load(f)["train"]
+    assert (train["strategy"], train["precision"], train["accumulation_steps"]) == (
+        "mirrored", "mixed_bfloat16", 2)
+    with open(os.path.join(run_dir, "results.json")) as f:
+        results = json.load(f)
+    assert results["steps"] == 2 and results["replicas"] >= 1
+    import keras
+
+    assert keras.config.dtype_policy().name == "float32"  # restored after the run
+
+
+def test_average_command_writes_an_averaged_model(trained_run, tmp_path):
+    import keras
+    import numpy as np
+
+    output = str(tmp_path / "averaged.keras")
+    cli.main(["average", "--run-dir", trained_run, "--last", "2", "--output", output])
+    averaged = keras.saving.load_model(output)
+    final = keras.saving.load_model(os.path.join(trained_run, "model.keras"))
+    assert any(not np.allclose(a, b) for a, b in zip(averaged.get_weights(), final.get_weights()))
+    with pytest.raises(SystemExit, match="holds 2 backup"):
+        cli.main(["average", "--run-dir", trained_run, "--last", "5"])

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid
 
 import numpy as np
@@ -96,7 +97,8 @@ class BackupManager:
             filesystem every worker sees (all restore from it).
         keep: int. Complete backups kept (oldest removed first). Defaults to 3.
         chief: bool. Only the chief writes into `directory`; other workers
-            write their (identical) copy to a temporary directory and delete it
+            write their (identical) copy to a local temporary directory and
+            delete it
             (saving may run collective ops, so every worker must take part).
             Defaults to `True`.
     """
@@ -126,7 +128,8 @@ class BackupManager:
         final = os.path.join(self.directory, f"ckpt-{int(step):09d}")
         tag = uuid.uuid4().hex[:8]
         if not self.chief:
-            scratch = os.path.join(self.directory, f".worker-tmp-{tag}")
+            # Local scratch: the chief's directory is not this worker's to write.
+            scratch = tempfile.mkdtemp(prefix="tf_outheads-worker-backup-")
             try:
                 checkpoint.write(os.path.join(scratch, PREFIX))
             finally:
@@ -161,7 +164,7 @@ class BackupManager:
         for _, path in complete[:-self.keep]:
             shutil.rmtree(path, ignore_errors=True)
         for name in os.listdir(self.directory):  # left by a killed save
-            if name.startswith((".tmp-ckpt-", ".worker-tmp-")):
+            if name.startswith(".tmp-ckpt-"):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
     def verify(self, path):
@@ -272,8 +275,13 @@ def average_checkpoints(model, paths):
     variables = list(model.variables)
     manager = BackupManager(os.path.dirname(os.path.abspath(paths[0])))
     totals = None
+    signature = variables_signature(variables)
     for path in paths:
-        manager.verify(path)
+        saved = (manager.verify(path).get("state") or {}).get("signature")
+        if saved is not None and saved != signature:
+            raise CheckpointError(f"{path}: written for other variables than this model's "
+                                  f"({len(saved)} saved, {len(signature)} here, or other "
+                                  "shapes)")
         checkpoint = tf.train.Checkpoint(model_variables=[_tf_variable(v) for v in variables])
         try:
             checkpoint.read(os.path.join(path, PREFIX)).expect_partial()

@@ -5,9 +5,11 @@ import os
 import time
 
 import keras
+import numpy as np
 
 from tf_outheads.decoding.translate import Translator
 from tf_outheads.metrics.bleu import corpus_bleu
+from tf_outheads.training.backup import write_atomically
 
 
 class BleuCallback(keras.callbacks.Callback):
@@ -113,3 +115,41 @@ class StepLimit(keras.callbacks.Callback):
         if int(self.model.optimizer.iterations.numpy()) >= self.max_steps:
             self.model.stop_training = True
 
+
+
+class BestWeights(keras.callbacks.Callback):
+    """Save the weights each time `monitor` improves, atomically; on the chief only.
+
+    Replaces `keras.callbacks.ModelCheckpoint(save_best_only=True,
+    save_weights_only=True)`, which overwrites its file in place: a process
+    killed while writing leaves a truncated `.weights.h5`. Here the weights
+    go to a temporary file renamed over `path` when complete.
+
+    Args:
+        path: str, ending in `.weights.h5`.
+        monitor: str. A key of the epoch logs. Defaults to `"val_bleu"`.
+        mode: `"max"` or `"min"`. Defaults to `"max"`.
+        chief: bool. Whether this process writes (`False` on the other
+            workers of a multi-worker job). Defaults to `True`.
+    """
+
+    def __init__(self, path, monitor="val_bleu", mode="max", chief=True):
+        super().__init__()
+        if not str(path).endswith(".weights.h5"):
+            raise ValueError(f"`path` must end in .weights.h5. Received: path={path!r}")
+        if mode not in ("max", "min"):
+            raise ValueError(f"`mode` must be 'max' or 'min'. Received: mode={mode!r}")
+        self.path, self.monitor, self.mode, self.chief = str(path), monitor, mode, chief
+        self.best = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or not np.isfinite(value):
+            return
+        value = float(value)
+        if self.best is not None and (value <= self.best if self.mode == "max"
+                                      else value >= self.best):
+            return
+        self.best = value
+        if self.chief:
+            write_atomically(self.path, self.model.save_weights)

@@ -7,7 +7,7 @@ import keras
 from tf_outheads.layers.rewe_head import LOGITS_OUTPUT, REWE_OUTPUT
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
-from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
+from tf_outheads.training.callbacks import BestWeights, BleuCallback, StepLimit, TimeLimit
 from tf_outheads.training.optimizers import LazyAdam
 
 
@@ -71,13 +71,16 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
 def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
                           source_tokenizer=None, target_tokenizer=None, patience=None,
                           max_minutes=None, max_steps=None, decode_options=None,
-                          bleu_every_n_steps=None):
+                          bleu_every_n_steps=None, chief=True):
     """The standard callbacks, in the order that lets each see the previous one's logs.
 
-    dev BLEU (writes `val_bleu`) → early stopping on dev BLEU → best checkpoint
-    (`run_dir/checkpoints/best.weights.h5`) → `BackupAndRestore`
-    (`run_dir/backup`, resumes an interrupted run) → TensorBoard (`run_dir/logs`)
-    → CSV log → optional wall-clock / step limits.
+    dev BLEU (writes `val_bleu`) → early stopping on dev BLEU → best weights
+    (`run_dir/checkpoints/best.weights.h5`, written atomically: `BestWeights`)
+    → TensorBoard (`run_dir/logs`) → CSV log → optional wall-clock / step
+    limits. Resuming an interrupted run is the trainer's job
+    (`tf_outheads.training.fit(..., backup_dir=...)`: mid-epoch, with the
+    data position), not a callback's. With `chief=False` (the other workers
+    of a multi-worker job) nothing is written to `run_dir`.
 
     Returns:
         `(callbacks, bleu_callback)`; `bleu_callback` is `None` without a dev set.
@@ -87,20 +90,21 @@ def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
     monitor, mode = "val_loss", "min"
     if dev_sources is not None:
         bleu = BleuCallback(dev_sources, dev_references, source_tokenizer, target_tokenizer,
-                            every_n_steps=bleu_every_n_steps, output_dir=run_dir,
+                            every_n_steps=bleu_every_n_steps,
+                            output_dir=run_dir if chief else None,
                             **(decode_options or {}))
         callbacks.append(bleu)
         monitor, mode = "val_bleu", "max"
     if patience:
         callbacks.append(keras.callbacks.EarlyStopping(
             monitor=monitor, mode=mode, patience=patience, verbose=1))
-    os.makedirs(os.path.join(run_dir, "checkpoints"), exist_ok=True)
-    callbacks.append(keras.callbacks.ModelCheckpoint(
-        os.path.join(run_dir, "checkpoints", "best.weights.h5"), monitor=monitor, mode=mode,
-        save_best_only=True, save_weights_only=True, verbose=0))
-    callbacks.append(keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")))
-    callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "logs"), update_freq=50))
-    callbacks.append(keras.callbacks.CSVLogger(os.path.join(run_dir, "history.csv"), append=True))
+    callbacks.append(BestWeights(os.path.join(run_dir, "checkpoints", "best.weights.h5"),
+                                 monitor=monitor, mode=mode, chief=chief))
+    if chief:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "logs"),
+                                                     update_freq=50))
+        callbacks.append(keras.callbacks.CSVLogger(os.path.join(run_dir, "history.csv"),
+                                                   append=True))
     if max_minutes:
         callbacks.append(TimeLimit(max_minutes))
     if max_steps:

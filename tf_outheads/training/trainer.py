@@ -366,6 +366,7 @@ class Trainer:
             callback_list.on_train_begin()
             logs = {}
             for epoch in range(start_epoch, epochs):
+                model.reset_metrics()  # as model.fit: the loss trackers count per epoch
                 callback_list.on_epoch_begin(epoch)
                 loss_sum, token_sum = 0.0, 0.0
                 first = start_batch if epoch == start_epoch else 0
@@ -384,6 +385,7 @@ class Trainer:
                             "step_loss": loss, "tokens": tokens, "step": step,
                             "data_fingerprint": int(fingerprint)}
                     callback_list.on_train_batch_end(batch, logs)
+                    self._agree_to_stop()
                     position = (epoch, batch + 1) if batch + 1 < steps_per_epoch else (epoch + 1, 0)
                     done = model.stop_training or batch + 1 == steps_per_epoch
                     if (self.backup_every_n_steps and step % self.backup_every_n_steps == 0
@@ -400,6 +402,23 @@ class Trainer:
                     break
             callback_list.on_train_end(logs)
         return model.history
+
+    def _agree_to_stop(self):
+        """In a multi-worker job every worker stops at the same step.
+
+        A callback's decision may differ between workers (a wall-clock limit);
+        a worker that stopped alone would leave the others waiting in the next
+        step's collectives. One all-reduce (sum) of the flag per step.
+        """
+        resolver = getattr(self.strategy, "cluster_resolver", None)
+        workers = len((resolver.cluster_spec().as_dict() if resolver else {}).get("worker", []))
+        if workers < 2:
+            return
+        flag = float(bool(self.model.stop_training))
+        values = self.strategy.experimental_distribute_values_from_function(
+            lambda context: tf.constant(flag))
+        stop = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
+        self.model.stop_training = bool(stop.numpy() > 0)
 
     def _nonfinite(self, loss, step, epoch, batch):
         where = f"step {step} (epoch {epoch + 1}, batch {batch + 1})"
