@@ -84,7 +84,8 @@ def make_strategy(strategy="default", num_gpus=None, devices=None):
         strategy: str or `tf.distribute.Strategy`. `"default"` (one device),
             `"mirrored"` (synchronous replicas on the local GPUs, or on
             `devices`), `"multi_worker"` (synchronous replicas on every host
-            of `TF_CONFIG`, each host's GPUs or its CPU). A strategy object is
+            of `TF_CONFIG`, each host's GPUs or its CPU; create it first thing
+            in the program, before any TensorFlow op). A strategy object is
             returned as it is. Defaults to `"default"`.
         num_gpus: int or `None`. `"mirrored"` only: use the first `num_gpus`
             GPUs (`None`: all). Defaults to `None`.
@@ -112,9 +113,15 @@ def make_strategy(strategy="default", num_gpus=None, devices=None):
         communication = (tf.distribute.experimental.CommunicationImplementation.NCCL
                          if tf.config.list_physical_devices("GPU")
                          else tf.distribute.experimental.CommunicationImplementation.RING)
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=tf.distribute.experimental.CommunicationOptions(
-                implementation=communication))
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy(
+                communication_options=tf.distribute.experimental.CommunicationOptions(
+                    implementation=communication))
+        except RuntimeError as error:
+            raise RuntimeError(
+                "make_strategy('multi_worker') must run before TensorFlow runs any op (at the "
+                "start of the program, before reading data or building tokenizers). "
+                f"TensorFlow said: {error}") from None
     if num_gpus is not None and devices is not None:
         raise ValueError("Give `num_gpus` or `devices`, not both. "
                          f"Received: num_gpus={num_gpus!r}, devices={devices!r}")

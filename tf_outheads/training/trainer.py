@@ -129,6 +129,16 @@ def _gradients_summed_by_caller(optimizer):
             del each._all_reduce_sum_gradients
 
 
+class _ProgbarLogger(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, without the per-step bookkeeping of the batch logs."""
+
+    BOOKKEEPING = ("step", "step_loss", "tokens", "data_fingerprint")
+
+    def on_train_batch_end(self, batch, logs=None):
+        super().on_train_batch_end(
+            batch, {k: v for k, v in (logs or {}).items() if k not in self.BOOKKEEPING})
+
+
 class Trainer:
     """Runs training steps of a compiled model under its strategy (see module doc).
 
@@ -348,8 +358,11 @@ class Trainer:
                     print(f"[backup] resumed from step {step} (epoch {start_epoch + 1}, "
                           f"batch {start_batch}) of {self.backups.directory}", flush=True)
 
+        callbacks = list(callbacks or [])
+        if verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
+            callbacks.append(_ProgbarLogger())
         callback_list = keras.callbacks.CallbackList(
-            callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
+            callbacks, add_history=True, add_progbar=False, verbose=verbose,
             epochs=epochs, steps=steps_per_epoch, model=model)
         if self._train_function is None:
             self._train_function = self._make_train_function()
