@@ -5,6 +5,7 @@ layer over `run_training`, `translate_file` and `evaluate_files`.
 """
 
 import csv
+import functools
 import json
 import os
 import time
@@ -225,6 +226,7 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
                                           num_gpus=train_config["num_gpus"])
     chief = tfo_strategy.is_chief(strategy)
     backup_dir = os.path.join(run_dir, "backup")
+    resource_dir = run_dir  # tokenizer, word pairs, vectors: the chief's, shared
     if not chief:
         run_dir = os.path.join(run_dir, "workers", str(strategy.cluster_resolver.task_id))
     os.makedirs(run_dir, exist_ok=True)
@@ -233,24 +235,27 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     previous_policy = keras.config.dtype_policy().name
     tfo_strategy.set_precision(train_config["precision"])
     try:
-        return _run_training(preset_name, preset, run_dir, backup_dir, strategy, chief, start,
-                             log)
+        return _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strategy,
+                             chief, start, log)
     finally:
         keras.config.set_dtype_policy(previous_policy)
 
 
-def _run_training(preset_name, preset, run_dir, backup_dir, strategy, chief, start, log):
+def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strategy, chief,
+                  start, log):
     keras.utils.set_random_seed(preset["train"]["seed"])
     data_config, train_config, decode_config = preset["data"], preset["train"], preset["decode"]
     splits = load_splits(data_config, log=log)
     train = splits["train"]
-    source_tokenizer, target_tokenizer = tfo_data.build_tokenizers(
-        train.sources, train.targets, run_dir,
+    # Files all workers share are built by the chief, then loaded by the others.
+    chief_first = functools.partial(tfo_strategy.chief_first, strategy)
+    source_tokenizer, target_tokenizer = chief_first(lambda: tfo_data.build_tokenizers(
+        train.sources, train.targets, resource_dir,
         vocab_size=data_config["vocab_size"],
         joint=data_config["joint_vocabulary"],
         model_type=data_config["tokenizer_type"],
         seed=train_config["seed"],
-    )
+    ))
     log(f"[data] tokenizer: {data_config['tokenizer_type']} "
         f"{'joint' if data_config['joint_vocabulary'] else 'separate'}, "
         f"vocab source {source_tokenizer.vocab_size} / target {target_tokenizer.vocab_size}")
@@ -271,19 +276,21 @@ def _run_training(preset_name, preset, run_dir, backup_dir, strategy, chief, sta
 
     # Shared-private embeddings with `pairs: "auto"`: word pairs from eflomal
     # alignments of the training split, written to (and reused from) the run dir.
-    preset = {**preset, "model": resolve_pairs(preset["model"], train, source_tokenizer,
-                                                target_tokenizer, run_dir, log=log)}
+    preset = {**preset, "model": chief_first(lambda: resolve_pairs(
+        preset["model"], train, source_tokenizer, target_tokenizer, resource_dir, log=log))}
     with strategy.scope():  # variables mirrored on every replica
         model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         if hasattr(model.head, "set_target_vectors"):
-            table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
-                                           train_config["seed"], log=log)
+            table = chief_first(lambda: prepare_target_vectors(
+                data_config, train, target_tokenizer, resource_dir, train_config["seed"],
+                log=log))
             model.head.set_target_vectors(table.vectors)
         rewe = getattr(model, "rewe", None)
         if rewe is not None and rewe.targets == "pretrained":
             # ReWE regressing pretrained vectors: the same FastText table, frozen.
-            table = prepare_target_vectors(data_config, train, target_tokenizer, run_dir,
-                                           train_config["seed"], log=log)
+            table = chief_first(lambda: prepare_target_vectors(
+                data_config, train, target_tokenizer, resource_dir, train_config["seed"],
+                log=log))
             rewe.set_target_vectors(table.vectors)
         loss_keywords = training_loss(train_config)
         optimizer = build_optimizer(preset)

@@ -42,10 +42,10 @@ def main():
                                            os.path.join(args.work_dir, "tokenizer"),
                                            vocab_size=300, seed=1)
 
-    def train(strategy, keras_fit=False):
+    def train(strategy, keras_fit=False, batch_tokens=600):
         keras.utils.set_random_seed(7)
-        batches = data.dataset_from_corpus(corpus, source, target, batch_tokens=600, seed=3,
-                                           repeat=True)
+        batches = data.dataset_from_corpus(corpus, source, target, batch_tokens=batch_tokens,
+                                           seed=3, repeat=True)
         with strategy.scope():
             model = LSTMSeq2Seq(source.vocab_size, target.vocab_size, embedding_dim=16,
                                 hidden_dim=16, num_layers=1, dropout=0.0,
@@ -63,7 +63,13 @@ def main():
     one, one_loss = train(tf.distribute.get_strategy())
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     two, two_loss = train(mirrored)
+    # Batches of one sentence (batch_tokens below two sentences' length): one
+    # replica gets it, the other a copy whose labels are all padding.
+    one_single, _ = train(tf.distribute.get_strategy(), batch_tokens=45)
+    two_single, _ = train(mirrored, batch_tokens=45)
     report = {"replicas": mirrored.num_replicas_in_sync,
+              "single_sentence_max_abs_difference": max(
+                  float(np.abs(a - b).max()) for a, b in zip(one_single, two_single)),
               "max_abs_difference": max(float(np.abs(a - b).max()) for a, b in zip(one, two)),
               "max_abs_weight": max(float(np.abs(a).max()) for a in one),
               "loss": [one_loss, two_loss]}

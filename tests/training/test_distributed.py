@@ -42,6 +42,7 @@ def test_mirrored_two_devices_match_one_device(tmp_path):
     assert report["replicas"] == 2
     assert report["max_abs_difference"] < 1e-4, report
     assert report["max_abs_weight"] > 0.5  # the weights are not all ~0
+    assert report["single_sentence_max_abs_difference"] < 1e-4, report
     one, two = report["loss"]
     assert one[0] == pytest.approx(two[0], rel=1e-5)
     # Keras' model.fit clips each replica's gradient before the sum: not the

@@ -160,4 +160,40 @@ def is_chief(strategy=None):
                                     and "chief" not in resolver.cluster_spec().as_dict())
 
 
-__all__ = ["PRECISIONS", "STRATEGIES", "is_chief", "make_strategy", "set_precision", "split_cpu"]
+def num_workers(strategy=None):
+    """Processes (hosts) of `strategy`'s job: 1 unless multi-worker."""
+    strategy = strategy or tf.distribute.get_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    spec = resolver.cluster_spec().as_dict()
+    return max(1, len(spec.get("worker", [])) + len(spec.get("chief", [])))
+
+
+def barrier(strategy=None):
+    """Wait until every worker of the job reaches this call (no-op on one worker)."""
+    strategy = strategy or tf.distribute.get_strategy()
+    if num_workers(strategy) < 2:
+        return
+    values = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.constant(1.0))
+    strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
+
+
+def chief_first(strategy, build):
+    """`build()` on the chief, then on the other workers once the chief is done.
+
+    For files every worker must share, written once by the chief on a
+    filesystem all see: a tokenizer (SentencePiece training is not
+    reproducible across processes), word pairs, word vectors. `build` must
+    reuse what it finds on disk, so the other workers load the chief's files.
+    """
+    if is_chief(strategy):
+        result = build()
+        barrier(strategy)
+        return result
+    barrier(strategy)
+    return build()
+
+
+__all__ = ["PRECISIONS", "STRATEGIES", "barrier", "chief_first", "is_chief", "num_workers", "make_strategy", "set_precision", "split_cpu"]

@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from tf_outheads.training.head_loss import count_target_tokens
 from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
-from tf_outheads.training.strategy import is_chief
+from tf_outheads.training.strategy import is_chief, num_workers
 from tf_outheads.validation import positive_int
 
 NONFINITE_POLICIES = ("raise", "skip")
@@ -182,16 +182,33 @@ class Trainer:
     # Replica functions ------------------------------------------------------
 
     def _distribute(self, batch):
-        """One slice of sentences of the global `batch` per replica."""
+        """One slice of sentences of the global `batch` per replica.
+
+        A batch with fewer sentences than replicas (one long sentence alone in
+        its length bucket, the last dev batch) is first completed with copies
+        of its first sentence whose labels are all padding: they hold no
+        target token, so they add nothing to the loss or the gradients, and no
+        replica gets an empty slice.
+        """
         replicas = self.strategy.num_replicas_in_sync
         if replicas == 1:
             return batch
-        size = tf.shape(tf.nest.flatten(batch[1])[0])[0]
-        check = tf.debugging.assert_greater_equal(
-            size, replicas, message=f"A batch has fewer sentences than the {replicas} replicas "
-                                    "it is split across: raise the batch size (batch_tokens)")
-        with tf.control_dependencies([check]):
-            size = tf.identity(size)
+        features, labels, sample_weight = _unpack(batch)
+        size = tf.shape(tf.nest.flatten(labels)[0])[0]
+        missing = tf.maximum(replicas - size, 0)
+
+        def complete(tensor, blank=False):
+            extra = tf.repeat(tensor[:1], missing, axis=0)
+            return tf.concat([tensor, tf.zeros_like(extra) if blank else extra], axis=0)
+
+        features = tf.nest.map_structure(complete, features)
+        labels = tf.nest.map_structure(lambda t: complete(t, blank=True), labels)
+        if sample_weight is not None:
+            sample_weight = tf.nest.map_structure(lambda t: complete(t, blank=True),
+                                                  sample_weight)
+        batch = (features, labels) if sample_weight is None else (features, labels,
+                                                                  sample_weight)
+        size = tf.maximum(size, replicas)
 
         def replica_slice(context):
             index = context.replica_id_in_sync_group
@@ -423,9 +440,7 @@ class Trainer:
         a worker that stopped alone would leave the others waiting in the next
         step's collectives. One all-reduce (sum) of the flag per step.
         """
-        resolver = getattr(self.strategy, "cluster_resolver", None)
-        workers = len((resolver.cluster_spec().as_dict() if resolver else {}).get("worker", []))
-        if workers < 2:
+        if num_workers(self.strategy) < 2:
             return
         flag = float(bool(self.model.stop_training))
         values = self.strategy.experimental_distribute_values_from_function(
