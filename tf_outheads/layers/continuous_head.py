@@ -122,7 +122,8 @@ class ContinuousOutputHead(keras.layers.Layer):
         self.output_layer.build(tuple(input_shape))
         self.target_table = self.add_weight(
             name="target_table", shape=(self.vocabulary_size, self.output_dim),
-            initializer="zeros", trainable=False, dtype="float32")
+            initializer="zeros", trainable=False, dtype="float32",
+            autocast=False)  # float32 even when read inside a mixed-precision call
         if self._initial_vectors is not None:
             self.target_table.assign(self._initial_vectors)
 

@@ -76,10 +76,18 @@ class CategoricalHead(keras.layers.Layer):
     def call(self, h):
         weights = self.output_weights()
         logits = ops.matmul(self.project_hidden(h), ops.transpose(weights))
-        if self.output_bias is not None:
-            logits = logits + ops.cast(self.output_bias, logits.dtype)
-        # Softmax and losses run in float32 whatever the compute dtype.
-        return ops.cast(logits, "float32")
+        return self._add_bias(logits, self.output_bias)
+
+    @staticmethod
+    def _add_bias(logits, bias):
+        """`logits + bias` in float32: softmax and losses run in float32 whatever the
+        compute dtype. The bias (a float32 variable, not autocast) is added after the
+        cast, as `scores` adds it, so training and decoding see the same logits under
+        a mixed policy (added in bfloat16, a bias of ~10 was off by up to 0.03)."""
+        logits = ops.cast(logits, "float32")
+        if bias is not None:
+            logits = logits + ops.cast(bias, "float32")
+        return logits
 
     def logits_for(self, h, candidate_ids):
         """Logits of the candidate words only.
@@ -100,10 +108,10 @@ class CategoricalHead(keras.layers.Layer):
             logits = ops.matmul(projected, ops.transpose(weights))  # (..., K)
         else:
             logits = ops.einsum("...d,...kd->...k", projected, weights)
+        bias = None
         if self.output_bias is not None:
             bias = ops.take(self.output_bias, candidate_ids, axis=0)
-            logits = logits + ops.cast(bias, logits.dtype)
-        return ops.cast(logits, "float32")
+        return self._add_bias(logits, bias)
 
     def inference_cache(self):
         """Weight-only tensors reused at every decoding step.
@@ -243,6 +251,9 @@ class SoftmaxHead(CategoricalHead):
                 name="bias",
                 shape=(self.vocabulary_size,),
                 initializer=self.bias_initializer,
+                # Read as float32 inside `call` too (no float16/bfloat16 rounding
+                # under a mixed policy): it is added to float32 logits.
+                autocast=False,
             )
 
     def output_weights(self):
@@ -347,8 +358,10 @@ class TiedSoftmaxHead(CategoricalHead):
             self.projection_layer.build(tuple(input_shape))
         self.bias = None
         if self.use_bias:
+            # float32 inside `call` as well: added to float32 logits (see `SoftmaxHead`).
             self.bias = self.add_weight(
-                name="bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer
+                name="bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer,
+                autocast=False,
             )
 
     def project_hidden(self, h):

@@ -173,8 +173,10 @@ class JointEmbeddingHead(CategoricalHead):
         )
         self.bias = None
         if self.use_bias:
+            # float32 inside `call` as well: added to float32 logits (see `SoftmaxHead`).
             self.bias = self.add_weight(
-                name="bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer
+                name="bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer,
+                autocast=False,
             )
 
     def _projection(self, name, input_dim, joint_dim):

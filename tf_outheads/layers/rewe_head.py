@@ -204,7 +204,8 @@ class ReWEHead(keras.layers.Layer):
         if self.targets == "pretrained":
             self.target_table = self.add_weight(
                 name="target_table", shape=(self.vocabulary_size, self.embedding_dim),
-                initializer="zeros", trainable=False, dtype="float32")
+                initializer="zeros", trainable=False, dtype="float32",
+                autocast=False)  # float32 even when read inside a mixed-precision call
             if self._initial_vectors is not None:
                 self.target_table.assign(self._initial_vectors)
                 self._initial_vectors = None

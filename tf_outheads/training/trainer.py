@@ -292,11 +292,16 @@ class Trainer:
         strategy = self.strategy
         model = self.model
 
+        # A HeadLossMixin model returns every output its compiled losses need
+        # inside an evaluation step (ReWE: logits and the regressed vectors).
+        evaluation_step = getattr(model, "_loss_step", contextlib.nullcontext)
+
         def replica_evaluate(batch):
             features, labels, sample_weight = _unpack(batch)
-            predictions = model(features, training=False)
-            loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
-                                      sample_weight=sample_weight, training=False)
+            with evaluation_step():
+                predictions = model(features, training=False)
+                loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
+                                          sample_weight=sample_weight, training=False)
             tokens = count_target_tokens(labels)
             # Keras divides each replica's mean by the replica count.
             loss = tf.cast(loss, tf.float32) * float(strategy.num_replicas_in_sync)
@@ -411,7 +416,8 @@ class Trainer:
                     else:
                         loss_sum += loss * tokens
                         token_sum += tokens
-                    logs = {"loss": loss_sum / token_sum if token_sum else float("nan"),
+                    logs = {**self._metric_logs(),
+                            "loss": loss_sum / token_sum if token_sum else float("nan"),
                             "step_loss": loss, "tokens": tokens, "step": step,
                             "data_fingerprint": int(fingerprint)}
                     callback_list.on_train_batch_end(batch, logs)
@@ -423,15 +429,28 @@ class Trainer:
                         backup(*position)
                     if model.stop_training:
                         break
-                epoch_logs = {"loss": logs.get("loss", float("nan"))}
+                epoch_logs = {**self._metric_logs(), "loss": logs.get("loss", float("nan"))}
                 if validation_data is not None:
-                    epoch_logs["val_loss"] = self.evaluate(validation_data)
+                    model.reset_metrics()
+                    val_loss = self.evaluate(validation_data)
+                    epoch_logs.update(self._metric_logs("val_"), val_loss=val_loss)
                 callback_list.on_epoch_end(epoch, epoch_logs)
                 backup(*position)  # where a resumed run goes on
                 if model.stop_training:
                     break
             callback_list.on_train_end(logs)
         return model.history
+
+    def _metric_logs(self, prefix=""):
+        """The model's tracked metrics but the loss (ours is the per-token mean):
+        e.g. `logits_loss` / `rewe_loss`, which the compiled losses of a
+        multi-output model update in `compute_loss`; Keras metrics reduce
+        across replicas when read."""
+        logs = {}
+        for name, value in self.model.get_metrics_result().items():
+            if name != "loss":
+                logs[prefix + name] = float(value)
+        return logs
 
     def _agree_to_stop(self):
         """In a multi-worker job every worker stops at the same step.
@@ -482,7 +501,9 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
             loss is logged as `val_loss` at every epoch's end.
         callbacks: list of `keras.callbacks.Callback` (BLEU, early stopping,
             TensorBoard, CSV logger, limits ...). Batch logs hold `loss` (the
-            epoch's running per-token mean), `step_loss`, `tokens` (target
+            epoch's running per-token mean), the per-output losses of a
+            multi-output model (`logits_loss`, `rewe_loss`: Keras' running
+            means), `step_loss`, `tokens` (target
             tokens of the step), `step` (steps since the first start,
             resumes included) and `data_fingerprint` (`batch_fingerprint` of
             the step's batches).
