@@ -35,6 +35,7 @@ def main():
     parser.add_argument("--clipnorm", type=float, default=0.05)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--keras-fit", action="store_true")
+    parser.add_argument("--precision", default="float32")
     args = parser.parse_args()
     tf.config.experimental.enable_op_determinism()
     corpus = data.read_tsv(EMBEDDED_CORPUS, split="train").select(range(400))
@@ -43,6 +44,7 @@ def main():
                                            vocab_size=300, seed=1)
 
     def train(strategy, keras_fit=False, batch_tokens=600):
+        training.set_precision(args.precision)
         keras.utils.set_random_seed(7)
         batches = data.dataset_from_corpus(corpus, source, target, batch_tokens=batch_tokens,
                                            seed=3, repeat=True)
