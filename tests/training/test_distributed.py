@@ -6,12 +6,13 @@ before TensorFlow starts, and a multi-worker job needs one process per worker.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.workers import run_workers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -50,30 +51,10 @@ def test_mirrored_two_devices_match_one_device(tmp_path):
     assert report["keras_fit_max_abs_difference"] > 10 * report["max_abs_difference"], report
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_multi_worker_two_processes_end_with_identical_weights(tmp_path):
     script = os.path.join(HERE, "multi_worker_script.py")
-    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
-    processes = []
-    for index in range(2):
-        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(ENV, TF_CONFIG=json.dumps(config))
-        processes.append(subprocess.Popen(
-            [sys.executable, script, str(tmp_path), str(tmp_path / f"worker{index}.npz")],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for process in processes:
-        try:
-            output, _ = process.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            for each in processes:
-                each.kill()
-            raise
-        assert process.returncode == 0, output[-4000:]
+    run_workers(lambda index: [sys.executable, script, str(tmp_path),
+                               str(tmp_path / f"worker{index}.npz")], env=ENV)
     _run([script, str(tmp_path), str(tmp_path / "single.npz")])  # one device, same data
     first, second = _weights(tmp_path / "worker0.npz"), _weights(tmp_path / "worker1.npz")
     single = _weights(tmp_path / "single.npz")
