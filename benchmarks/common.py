@@ -177,6 +177,15 @@ def training_batches(args, rng, source_vocab, target_vocab):
     return batches
 
 
+def add_batch_arguments(group, batch_size, batch_help="sentences per batch"):
+    """`--batch-size` (default `batch_size`), `--source-length`, `--target-length`
+    (30 each) and `--seed`: the shape of `training_batches`' synthetic batches."""
+    group.add_argument("--batch-size", type=int, default=batch_size, help=batch_help)
+    group.add_argument("--source-length", type=int, default=30, help="source tokens per sentence")
+    group.add_argument("--target-length", type=int, default=30, help="target tokens per sentence")
+    group.add_argument("--seed", type=int, default=0)
+
+
 def benchmark_parser(doc, quick):
     """The parser every benchmark starts from: the first paragraph of `doc` as its
     description, defaults shown in `--help`, and `--quick` (the sizes in the dict

@@ -81,7 +81,7 @@ import statistics
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_thread_arguments, benchmark_parser, machine_info, parse_benchmark_args,
+    add_batch_arguments, add_thread_arguments, benchmark_parser, machine_info, parse_benchmark_args,
     random_sentences, setup, training_batches, write_record,
 )
 
@@ -134,10 +134,7 @@ def parse_args(argv=None):
                       help="comma-separated target vocabulary sizes |V|")
     data.add_argument("--source-vocab-size", type=int, default=0,
                       help="source vocabulary size (0: the same as each target |V|)")
-    data.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
-    data.add_argument("--source-length", type=int, default=30, help="source tokens per sentence")
-    data.add_argument("--target-length", type=int, default=30, help="target tokens per sentence")
-    data.add_argument("--seed", type=int, default=0)
+    add_batch_arguments(data, batch_size=32)
     timing = parser.add_argument_group("timing")
     timing.add_argument("--warmup-steps", type=int, default=2,
                         help="untimed train_on_batch calls per model (tracing)")

@@ -61,7 +61,7 @@ import sys
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_thread_arguments, benchmark_parser, interleaved, machine_info,
+    add_batch_arguments, add_thread_arguments, benchmark_parser, interleaved, machine_info,
     parse_benchmark_args, setup, stats, training_batches, write_record,
 )
 
@@ -108,10 +108,7 @@ def parse_args(argv=None):
     data = parser.add_argument_group("data (synthetic, fixed shape)")
     data.add_argument("--vocab-size", type=int, default=32000,
                       help="target (and source) vocabulary size")
-    data.add_argument("--batch-size", type=int, default=40, help="sentences per batch")
-    data.add_argument("--source-length", type=int, default=30)
-    data.add_argument("--target-length", type=int, default=30)
-    data.add_argument("--seed", type=int, default=0)
+    add_batch_arguments(data, batch_size=40)
     timing = parser.add_argument_group("timing")
     timing.add_argument("--warmup-steps", type=int, default=2,
                         help="untimed train_on_batch calls per model (tracing)")

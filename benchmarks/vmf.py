@@ -125,7 +125,7 @@ import tempfile
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_thread_arguments, benchmark_parser, interleaved, machine_info,
+    add_batch_arguments, add_thread_arguments, benchmark_parser, interleaved, machine_info,
     parse_benchmark_args, setup, stats, write_record,
 )
 
@@ -337,10 +337,7 @@ def parse_args(argv=None):
     model.add_argument("--output-dim", type=int, default=300,
                        help="m, the continuous head's vector size")
     data = parser.add_argument_group("data (synthetic, fixed shape)")
-    data.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
-    data.add_argument("--source-length", type=int, default=30)
-    data.add_argument("--target-length", type=int, default=30)
-    data.add_argument("--seed", type=int, default=0)
+    add_batch_arguments(data, batch_size=32)
     timing = parser.add_argument_group("timing of (b)")
     timing.add_argument("--warmup-steps", type=int, default=2, help="untimed steps per model")
     timing.add_argument("--steps", type=int, default=3, help="steps per model and repeat")

@@ -58,11 +58,10 @@ def _average(args):
     from zoo.train import load_run
 
     model = load_run(args.run_dir)[0]
-    backups = BackupManager(os.path.join(args.run_dir, "backup")).checkpoints()
-    if len(backups) < args.last:
-        raise SystemExit(f"error: {os.path.join(args.run_dir, 'backup')} holds {len(backups)} "
+    paths = BackupManager(os.path.join(args.run_dir, "backup")).last(args.last)
+    if len(paths) < args.last:
+        raise SystemExit(f"error: {os.path.join(args.run_dir, 'backup')} holds {len(paths)} "
                          f"backup(s); --last {args.last} needs as many (train.keep_backups)")
-    paths = [path for _, path in backups[-args.last:]]
     average_checkpoints(model, paths)
     output = args.output or os.path.join(args.run_dir, "model.averaged.keras")
     write_atomically(output, model.save)

@@ -355,8 +355,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     average_last = train_config["average_last"]
     best = os.path.join(run_dir, "checkpoints", "best.weights.h5")
     if average_last:
-        paths = [path for _, path in tfo_backup.BackupManager(backup_dir).checkpoints()]
-        paths = paths[-int(average_last):]
+        paths = tfo_backup.BackupManager(backup_dir).last(average_last)
         tfo_backup.average_checkpoints(model, paths)
         log(f"[average] final weights: the mean of the last {len(paths)} backups "
             f"({', '.join(os.path.basename(p) for p in paths)})")

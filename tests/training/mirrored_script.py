@@ -43,7 +43,7 @@ def main():
                                            os.path.join(args.work_dir, "tokenizer"),
                                            vocab_size=300, seed=1)
 
-    def train(strategy, keras_fit=False, batch_tokens=600):
+    def train(strategy, keras_fit=False, batch_tokens=600, accumulation_steps=1):
         training.set_precision(args.precision)
         keras.utils.set_random_seed(7)
         batches = data.dataset_from_corpus(corpus, source, target, batch_tokens=batch_tokens,
@@ -59,6 +59,7 @@ def main():
             losses = []
         else:
             losses = training.fit(model, batches, epochs=1, steps_per_epoch=args.steps,
+                                  accumulation_steps=accumulation_steps,
                                   verbose=0).history["loss"]
         return [variable.numpy() for variable in model.trainable_variables], losses
 
@@ -66,9 +67,10 @@ def main():
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     two, two_loss = train(mirrored)
     # Batches of one sentence (batch_tokens below two sentences' length): one
-    # replica gets it, the other a copy whose labels are all padding.
-    one_single, _ = train(tf.distribute.get_strategy(), batch_tokens=45)
-    two_single, _ = train(mirrored, batch_tokens=45)
+    # replica gets it, the other a copy whose labels are all padding; 2 of
+    # them accumulated per update.
+    one_single, _ = train(tf.distribute.get_strategy(), batch_tokens=45, accumulation_steps=2)
+    two_single, _ = train(mirrored, batch_tokens=45, accumulation_steps=2)
     report = {"replicas": mirrored.num_replicas_in_sync,
               "single_sentence_max_abs_difference": max(
                   float(np.abs(a - b).max()) for a, b in zip(one_single, two_single)),

@@ -246,7 +246,7 @@ def test_average_checkpoints_is_the_mean_of_the_backups(tmp_path):
     model = _model()
     training.fit(model, _dataset(BATCHES), epochs=3, steps_per_epoch=1, verbose=0,
                  backup_dir=tmp_path, keep_backups=3)
-    paths = [path for _, path in BackupManager(tmp_path).checkpoints()]
+    paths = BackupManager(tmp_path).last(5)
     assert len(paths) == 3
     snapshots = []
     for path in paths:

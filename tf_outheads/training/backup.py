@@ -89,6 +89,39 @@ def variables_signature(variables):
     return [[list(v.shape), str(np.dtype(v.dtype))] for v in variables]
 
 
+def verify_backup(path):
+    """The manifest of the backup at `path`, after checking every file against it.
+
+    Raises:
+        CheckpointError: naming the missing, truncated or altered file.
+    """
+    manifest_path = os.path.join(path, MANIFEST)
+    if not os.path.exists(manifest_path):
+        raise CheckpointError(f"{manifest_path}: missing; {path} is not a complete backup "
+                              "(backups are renamed into place only when complete, so "
+                              "this directory was made or changed by something else)")
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        files = manifest["files"]
+        step = int(manifest["step"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{manifest_path}: unreadable manifest ({error})") from None
+    for name, expected in sorted(files.items()):
+        file_path = os.path.join(path, name)
+        if not os.path.exists(file_path):
+            raise CheckpointError(f"{file_path}: missing from the backup of step {step}")
+        size = os.path.getsize(file_path)
+        if size != expected["size"]:
+            raise CheckpointError(
+                f"{file_path}: truncated or overwritten: {size} bytes, the manifest of "
+                f"step {step} says {expected['size']}")
+        if _sha256(file_path) != expected["sha256"]:
+            raise CheckpointError(f"{file_path}: corrupted: its SHA-256 differs from the "
+                                  f"manifest of step {step}")
+    return manifest
+
+
 class BackupManager:
     """Writes, lists, verifies and restores the backups in `directory`.
 
@@ -117,6 +150,10 @@ class BackupManager:
             if match and os.path.isdir(os.path.join(self.directory, name)):
                 found.append((int(match.group(1)), os.path.join(self.directory, name)))
         return sorted(found)
+
+    def last(self, count):
+        """Paths of the newest `count` backups (all if fewer), oldest first."""
+        return [path for _, path in self.checkpoints()[-positive_int("count", count):]]
 
     def save(self, checkpoint, step, state):
         """Write `checkpoint` (a `tf.train.Checkpoint`) as the backup of `step`.
@@ -167,38 +204,6 @@ class BackupManager:
             if name.startswith(".tmp-ckpt-"):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
-    def verify(self, path):
-        """The manifest of the backup at `path`, after checking every file against it.
-
-        Raises:
-            CheckpointError: naming the missing, truncated or altered file.
-        """
-        manifest_path = os.path.join(path, MANIFEST)
-        if not os.path.exists(manifest_path):
-            raise CheckpointError(f"{manifest_path}: missing; {path} is not a complete backup "
-                                  "(backups are renamed into place only when complete, so "
-                                  "this directory was made or changed by something else)")
-        try:
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
-            files = manifest["files"]
-            step = int(manifest["step"])
-        except (ValueError, KeyError, TypeError) as error:
-            raise CheckpointError(f"{manifest_path}: unreadable manifest ({error})") from None
-        for name, expected in sorted(files.items()):
-            file_path = os.path.join(path, name)
-            if not os.path.exists(file_path):
-                raise CheckpointError(f"{file_path}: missing from the backup of step {step}")
-            size = os.path.getsize(file_path)
-            if size != expected["size"]:
-                raise CheckpointError(
-                    f"{file_path}: truncated or overwritten: {size} bytes, the manifest of "
-                    f"step {step} says {expected['size']}")
-            if _sha256(file_path) != expected["sha256"]:
-                raise CheckpointError(f"{file_path}: corrupted: its SHA-256 differs from the "
-                                      f"manifest of step {step}")
-        return manifest
-
     def latest(self):
         """`(path, manifest)` of the newest backup, verified; `None` if there is none.
 
@@ -212,7 +217,7 @@ class BackupManager:
             return None
         step, path = complete[-1]
         try:
-            return path, self.verify(path)
+            return path, verify_backup(path)
         except CheckpointError as error:
             older = [p for _, p in complete[:-1]]
             hint = (f" The previous backup is {older[-1]}: delete {path} to resume from it."
@@ -236,7 +241,7 @@ class BackupManager:
                 return None
             path, manifest = found
         else:
-            manifest = self.verify(path)
+            manifest = verify_backup(path)
         saved = (manifest.get("state") or {}).get("signature")
         if signature is not None and saved != signature:
             raise CheckpointError(
@@ -264,7 +269,7 @@ def average_checkpoints(model, paths):
     Args:
         model: the built `keras.Model` the backups were written for.
         paths: list of backup directories (`ckpt-<step>/`), e.g.
-            `[path for _, path in BackupManager(dir).checkpoints()[-5:]]`.
+            `BackupManager(directory).last(5)`.
 
     Returns:
         `model`, with the averaged weights.
@@ -273,11 +278,10 @@ def average_checkpoints(model, paths):
     if not paths:
         raise ValueError("`paths` must name at least one backup. Received: paths=[]")
     variables = list(model.variables)
-    manager = BackupManager(os.path.dirname(os.path.abspath(paths[0])))
     totals = None
     signature = variables_signature(variables)
     for path in paths:
-        saved = (manager.verify(path).get("state") or {}).get("signature")
+        saved = (verify_backup(path).get("state") or {}).get("signature")
         if saved is not None and saved != signature:
             raise CheckpointError(f"{path}: written for other variables than this model's "
                                   f"({len(saved)} saved, {len(signature)} here, or other "
@@ -307,4 +311,4 @@ def _tf_variable(variable):
 
 
 __all__ = ["BackupManager", "CheckpointError", "average_checkpoints", "variables_signature",
-           "write_atomically"]
+           "verify_backup", "write_atomically"]

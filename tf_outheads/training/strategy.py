@@ -196,4 +196,5 @@ def chief_first(strategy, build):
     return build()
 
 
-__all__ = ["PRECISIONS", "STRATEGIES", "barrier", "chief_first", "is_chief", "num_workers", "make_strategy", "set_precision", "split_cpu"]
+__all__ = ["PRECISIONS", "STRATEGIES", "barrier", "chief_first", "is_chief", "make_strategy",
+           "num_workers", "set_precision", "split_cpu"]

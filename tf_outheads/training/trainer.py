@@ -40,6 +40,7 @@ uninterrupted one.
 """
 
 import contextlib
+import functools
 import time
 import warnings
 
@@ -59,14 +60,12 @@ class NonFiniteLossError(FloatingPointError):
 
 
 def _unpack(batch):
-    if isinstance(batch, (tuple, list)):
-        if len(batch) == 2:
-            return batch[0], batch[1], None
-        if len(batch) == 3:
-            return batch
-    raise ValueError("Training batches must be (features, labels) or (features, labels, "
-                     f"sample_weight). Received: {type(batch).__name__} of "
-                     f"{len(batch) if isinstance(batch, (tuple, list)) else '?'} elements")
+    """`(features, labels, sample_weight)` (Keras' unpacking), labels required."""
+    features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
+    if labels is None:
+        raise ValueError("Training batches must be (features, labels) or (features, labels, "
+                         f"sample_weight). Received: a {type(batch).__name__} without labels")
+    return features, labels, sample_weight
 
 
 def batch_fingerprint(batch):
@@ -195,17 +194,22 @@ class Trainer:
             return batch
         features, labels, sample_weight = _unpack(batch)
         size = tf.shape(tf.nest.flatten(labels)[0])[0]
-        missing = tf.maximum(replicas - size, 0)
 
-        def complete(tensor, blank=False):
-            extra = tf.repeat(tensor[:1], missing, axis=0)
-            return tf.concat([tensor, tf.zeros_like(extra) if blank else extra], axis=0)
+        def completed():
+            missing = replicas - size
 
-        features = tf.nest.map_structure(complete, features)
-        labels = tf.nest.map_structure(lambda t: complete(t, blank=True), labels)
-        if sample_weight is not None:
-            sample_weight = tf.nest.map_structure(lambda t: complete(t, blank=True),
-                                                  sample_weight)
+            def complete(tensor, blank=False):
+                extra = tf.repeat(tensor[:1], missing, axis=0)
+                return tf.concat([tensor, tf.zeros_like(extra) if blank else extra], axis=0)
+
+            blank = functools.partial(complete, blank=True)
+            return (tf.nest.map_structure(complete, features),
+                    tf.nest.map_structure(blank, labels),
+                    None if sample_weight is None else tf.nest.map_structure(blank, sample_weight))
+
+        # The copy is made only for such a batch, not at every step.
+        features, labels, sample_weight = tf.cond(
+            size < replicas, completed, lambda: (features, labels, sample_weight))
         batch = (features, labels) if sample_weight is None else (features, labels,
                                                                   sample_weight)
         size = tf.maximum(size, replicas)
@@ -220,17 +224,13 @@ class Trainer:
     def _forward_backward(self, batch):
         model = self.model
         features, labels, sample_weight = _unpack(batch)
-        tokens = count_target_tokens(labels)
-        context = tf.distribute.get_replica_context()
-        if self.strategy.num_replicas_in_sync > 1:
-            tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
         with tf.GradientTape() as tape:
             predictions = model(features, training=True)
             loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
                                       sample_weight=sample_weight, training=True)
             scaled = model.optimizer.scale_loss(loss)
         gradients = tape.gradient(scaled, model.trainable_variables)
-        return gradients, tf.cast(loss, tf.float32), tokens
+        return gradients, tf.cast(loss, tf.float32), count_target_tokens(labels)
 
     def _apply(self, gradients, window_tokens):
         model = self.model
@@ -261,13 +261,13 @@ class Trainer:
                 step_gradients, step_loss, tokens = strategy.run(self._forward_backward,
                                                                  args=(shards,))
                 global_loss = strategy.reduce(tf.distribute.ReduceOp.SUM, step_loss, axis=None)
-                global_tokens = strategy.reduce(tf.distribute.ReduceOp.MEAN, tokens, axis=None)
+                global_tokens = strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None)
                 if steps > 1:
                     # Weight each micro-batch by its tokens (divided by the
                     # window's total in `_apply`): a per-token mean over the window.
                     step_gradients = strategy.run(
                         lambda g, n: [_scale_gradient(x, n) for x in g],
-                        args=(step_gradients, tokens))
+                        args=(step_gradients, global_tokens))
                 if gradients is None:
                     gradients = step_gradients
                 else:
@@ -470,8 +470,8 @@ class Trainer:
     def _nonfinite(self, loss, step, epoch, batch):
         where = f"step {step} (epoch {epoch + 1}, batch {batch + 1})"
         if self.nonfinite == "raise":
-            latest = self.backups.checkpoints()[-1][1] if self.backups and \
-                self.backups.checkpoints() else None
+            backups = self.backups.checkpoints() if self.backups else []
+            latest = backups[-1][1] if backups else None
             raise NonFiniteLossError(
                 f"Training loss is {loss} at {where}; this batch's update was not applied. "
                 + (f"The last backup is {latest}. " if latest else "")
@@ -534,4 +534,4 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
                        validation_data=validation_data, callbacks=callbacks, verbose=verbose)
 
 
-__all__ = ["NonFiniteLossError", "Trainer", "count_target_tokens", "fit"]
+__all__ = ["NonFiniteLossError", "Trainer", "batch_fingerprint", "fit"]
