@@ -261,7 +261,7 @@ print(f"max |weight difference| resumed vs uninterrupted: "
 # backup:
 
 # %%
-newest = BackupManager(backup_dir).checkpoints()[-1][1]
+newest, = BackupManager(backup_dir).last(1)
 data_file = next(os.path.join(newest, n) for n in os.listdir(newest) if ".data-" in n)
 with open(data_file, "r+b") as f:
     f.truncate(os.path.getsize(data_file) // 2)
