@@ -14,7 +14,9 @@ import os
 import sys
 
 
-def _parse_overrides(pairs):
+def parse_overrides(pairs):
+    """`--set section.key=value` strings → `{"section.key": value}` (Python literals
+    parsed, anything else kept as a string)."""
     overrides = {}
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
@@ -31,7 +33,7 @@ def _parse_overrides(pairs):
 def _train(args):
     from zoo.train import run_training
 
-    overrides = _parse_overrides(args.set)
+    overrides = parse_overrides(args.set)
     if args.max_minutes is not None:
         overrides["train.max_minutes"] = args.max_minutes
     if args.max_steps is not None:
@@ -89,7 +91,23 @@ def _translate(args):
 def _compare(args):
     from zoo.compare import compare_runs
 
-    compare_runs(args.run_dirs, args.output, labels=args.labels, window=args.window)
+    compare_runs(args.run_dirs, args.output, labels=args.labels, window=args.window,
+                 significance=None if args.significance == "none" else args.significance,
+                 samples=args.samples)
+
+
+def _study(args):
+    from zoo.study import run_study
+
+    seeds = _int_tuple(args.seeds) if args.seeds else None
+    arms = [a for a in args.arms.split(",") if a] if args.arms else None
+    run_study(args.name, args.runs_dir, arms=arms, seeds=seeds, steps=args.steps)
+
+
+def _results(args):
+    from zoo.study import write_results
+
+    write_results(args.runs_dir, args.output, studies=args.studies, samples=args.samples)
 
 
 def _int_tuple(text):
@@ -233,13 +251,44 @@ def build_parser():
     export.set_defaults(func=_export)
 
     compare = commands.add_parser(
-        "compare", help="plot training NLL and dev BLEU of several runs side by side")
+        "compare", help="plot training NLL and dev BLEU of several runs side by side, "
+                        "with paired significance tests against the first")
     compare.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     compare.add_argument("--output", required=True, help="directory for the plots and tables")
     compare.add_argument("--labels", nargs="+", help="one name per run (default: directory names)")
     compare.add_argument("--window", type=int, default=50,
                          help="steps in the moving average of the NLL curves (default 50)")
+    compare.add_argument("--significance", choices=("bs", "ar", "none"), default="bs",
+                         help="sacrebleu's paired test of each run against the first: "
+                              "bootstrap resampling (bs, default), approximate "
+                              "randomization (ar) or none")
+    compare.add_argument("--samples", type=int, default=1000,
+                         help="resamples (bs) or trials (ar) of the test (default 1000)")
     compare.set_defaults(func=_compare)
+
+    from zoo.study import DEFAULT_RUNS_DIR, STUDIES
+
+    study = commands.add_parser(
+        "study", help="train the seeded runs of a head comparison (docs/results.md)")
+    study.add_argument("name", choices=sorted(STUDIES))
+    study.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR,
+                       help=f"where the runs and the shared tokenizers live (default "
+                            f"{DEFAULT_RUNS_DIR})")
+    study.add_argument("--arms", help="comma-separated arms (default: all)")
+    study.add_argument("--seeds", help="comma-separated seeds (default: 1234,1,2 for the "
+                                       "core arms, 1234 for sweeps)")
+    study.add_argument("--steps", type=int, help="step budget (default: the study's)")
+    study.set_defaults(func=_study)
+
+    results = commands.add_parser(
+        "results", help="write the results page (tables, p-values, curves) from the study runs")
+    results.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    results.add_argument("--output", default=os.path.join("docs", "results.md"))
+    results.add_argument("--studies", nargs="+", choices=sorted(STUDIES),
+                         help="default: every study")
+    results.add_argument("--samples", type=int, default=1000,
+                         help="paired bootstrap resamples (default 1000)")
+    results.set_defaults(func=_results)
 
     evaluate = commands.add_parser("evaluate", help="BLEU/chrF of a hypotheses file")
     evaluate.add_argument("--hypotheses", required=True)

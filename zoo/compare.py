@@ -3,7 +3,8 @@
 `tf-outheads compare RUN_DIR RUN_DIR ... --output DIR` writes `nll.svg` (the
 training NLL per step, a moving average), `dev_bleu.svg` (dev BLEU at every
 evaluation), `comparison.json` and `comparison.md` (steps, time, final dev and
-test scores) to DIR. The NLL of a ReWE run is its `logits_loss` column, the
+test scores, and sacrebleu's paired significance test of every run against the
+first: p-value and 95 % confidence interval, with the test's signature) to DIR. The NLL of a ReWE run is its `logits_loss` column, the
 same loss as a plain run's `loss` (label smoothing included), so the curves
 compare like for like.
 """
@@ -72,7 +73,51 @@ def _summary(run_dir, label):
     return row
 
 
-def compare_runs(run_dirs, output_dir, labels=None, window=50, log=print):
+def run_references(run_dir, split):
+    """The reference stream a run was scored against on `split` (its preset's corpus,
+    target column, known boilerplate stripped: `zoo.train.read_split`)."""
+    from zoo.train import read_split
+
+    path = os.path.join(run_dir, "preset.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: not a run directory (written by `tf-outheads train`)")
+    with open(path, encoding="utf-8") as f:
+        data_config = json.load(f)["data"]
+    return read_split(data_config, split, log=lambda *_: None).targets
+
+
+def significance_table(run_dirs, labels, split, test="bs", samples=1000):
+    """Paired BLEU significance of every run against the first, on `split`.
+
+    Reads each run's `{split}.hyp` and the references of the first run
+    (`run_references`; every run must have been scored on the same ones) and
+    runs sacrebleu's paired test (`tf_outheads.metrics.paired_significance`).
+
+    Returns:
+        list of `PairedResult` (baseline first).
+
+    Raises:
+        FileNotFoundError: a run has no `{split}.hyp`.
+        ValueError: the runs were scored against different references.
+    """
+    from tf_outheads.metrics import paired_significance, read_lines
+
+    references = run_references(run_dirs[0], split)
+    for run_dir in run_dirs[1:]:
+        if run_references(run_dir, split) != references:
+            raise ValueError(f"{run_dir}: scored against other {split} references than "
+                             f"{run_dirs[0]}; a paired test needs the same sentences")
+    systems = []
+    for run_dir, label in zip(run_dirs, labels):
+        path = os.path.join(run_dir, f"{split}.hyp")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no {split} translations in this run directory")
+        systems.append((label, read_lines(path)))
+    return paired_significance(systems, references, test=test, samples=samples)
+
+
+def compare_runs(run_dirs, output_dir, labels=None, window=50, significance="bs",
+                 samples=1000, log=print):
     """Writes the comparison of `run_dirs` to `output_dir`; returns the table rows.
 
     Args:
@@ -82,6 +127,13 @@ def compare_runs(run_dirs, output_dir, labels=None, window=50, log=print):
             `comparison.json` and `comparison.md`.
         labels: optional list of str, one per run (default: the directory names).
         window: int, steps averaged for the NLL curves.
+        significance: `"bs"` (paired bootstrap resampling), `"ar"`
+            (approximate randomization) or `None`: sacrebleu's paired test of
+            each run's dev and test BLEU against the first run's
+            (`significance_table`): the table gets each run's bootstrap mean
+            ± 95 % confidence interval and p-value, `comparison.json` the
+            signature. Defaults to `"bs"`.
+        samples: int, resamples or trials of the test. Defaults to 1000.
     """
     if labels is None:
         labels = [os.path.basename(os.path.normpath(d)) for d in run_dirs]
@@ -107,11 +159,25 @@ def compare_runs(run_dirs, output_dir, labels=None, window=50, log=print):
     rows = [_summary(d, label) for d, label in zip(run_dirs, labels)]
     for row, label in zip(rows, labels):
         row["dev_bleu_history"] = [[s, round(b, 2)] for s, b in zip(*bleu[label])]
+    signatures = {}
+    if significance:
+        for split in ("dev", "test"):
+            results = significance_table(run_dirs, labels, split, test=significance,
+                                         samples=samples)
+            signatures[split] = results[0].signature
+            for row, result in zip(rows, results):
+                row[f"{split} BLEU mean ± 95% CI"] = f"{result.mean:.2f} ± {result.ci:.2f}"
+                row[f"{split} p"] = ("baseline" if result.p_value is None
+                                     else f"{result.p_value:.4f}")
+            log(f"[compare] {split}: paired {'bootstrap' if significance == 'bs' else 'AR'} "
+                f"test against {labels[0]}, sacrebleu {signatures[split]}")
     with open(os.path.join(output_dir, "comparison.json"), "w", encoding="utf-8") as f:
-        json.dump(rows, f, indent=2)
+        json.dump({"runs": rows, "baseline": labels[0], "significance": significance,
+                   "signatures": signatures}, f, indent=2)
     columns = [c for c in rows[0] if c not in ("run_dir", "dev_bleu_history")]
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     lines += ["| " + " | ".join(str(row.get(c, "")) for c in columns) + " |" for row in rows]
+    lines += [f"\n{split}: sacrebleu {signature}" for split, signature in signatures.items()]
     table = "\n".join(lines) + "\n"
     with open(os.path.join(output_dir, "comparison.md"), "w", encoding="utf-8") as f:
         f.write(table)

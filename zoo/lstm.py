@@ -12,6 +12,8 @@ Data flow (docs/architecture.md):
     head(h)                      -> logits (B, T, V)
 """
 
+import random as python_random
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -250,8 +252,14 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         dropout: float. Between layers, on embeddings and on h̃. Defaults to 0.3.
         input_feeding: bool. Feed h̃_{t−1} to the decoder input. Defaults to `True`.
         attention_score: `"general"` or `"dot"`. Defaults to `"general"`.
-        uniform_init: float or `None`. If set, every weight is drawn from
-            U(−a, a) (Pappas et al. use 0.1). Defaults to `None` (Glorot/orthogonal).
+        uniform_init: float or `None`. Every weight (embeddings, LSTM
+            kernels and biases, attention, head) is drawn from U(−a, a), the
+            initialisation of OpenNMT-py (`param_init`), Luong et al. 2015 and
+            Pappas et al. 2018. `None` keeps Keras' initializers (Glorot and
+            orthogonal LSTM kernels, forget-gate bias 1, embeddings
+            U(±0.05)), with which the same model learned far slower than
+            OpenNMT-py's (benchmarks/README.md, "Peer: OpenNMT-py").
+            Defaults to `0.1`.
         head: the output head: `"softmax"`, `"tied"`, another registered name,
             or a spec dict `{"class_name": ..., "config": {...}}`. Heads that reuse
             the target embedding get this model's target embedding.
@@ -313,7 +321,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         dropout=0.3,
         input_feeding=True,
         attention_score="general",
-        uniform_init=None,
+        uniform_init=0.1,
         head="softmax",
         rewe=None,
         encoder_layers=None,
@@ -412,10 +420,20 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
     def _draw_uniform(self, variables):
         """With `uniform_init = a`, every variable given (biases and head included)
         drawn independently from U(−a, a), as OpenNMT-py's `param_init` (Pappas et
-        al. use a = 0.1); without it, nothing."""
-        for variable in variables if self.uniform_init else ():
+        al. use a = 0.1); without it, nothing.
+
+        The draws are seeded from Python's `random`, as Keras' unseeded
+        initializers are: `keras.utils.set_random_seed` (or `random.seed`) before
+        building gives the same weights, and a model built with or without a
+        ReWE head draws the same values for the weights both have.
+        """
+        if not self.uniform_init:
+            return
+        base = python_random.randint(1, 2 ** 30)
+        for index, variable in enumerate(variables):
             variable.assign(keras.random.uniform(
-                variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype))
+                variable.shape, -self.uniform_init, self.uniform_init, dtype=variable.dtype,
+                seed=base + index))
 
     # -- encoder side -----------------------------------------------------
     def encode(self, source_ids, training=False):

@@ -23,6 +23,7 @@ from tf_outheads.metrics import evaluate_translations, format_report, parameter_
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads.training import strategy as tfo_strategy
 from tf_outheads.training.fit import compile_for_translation, translation_callbacks
+from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model
 from zoo.lstm import LSTMSeq2Seq
@@ -36,6 +37,8 @@ MODEL_TYPES = {"lstm": LSTMSeq2Seq, "transformer": TransformerSeq2Seq}
 LEARNING_RATE_SCHEDULES = {"inverse_sqrt": InverseSquareRootSchedule}
 # `train.loss` by name: losses of heads that need their own.
 LOSSES = {"vmf": VMFLoss, "cosine": CosineEmbeddingLoss, "mse": MSEEmbeddingLoss}
+# `train.optimizer` by name.
+OPTIMIZERS = {"adam": keras.optimizers.Adam, "lazy_adam": LazyAdam}
 
 
 def read_split(data_config, split, log=print):
@@ -87,6 +90,16 @@ def reference_streams(corpus, data_config):
     return references
 
 
+def tokenizer_seed(preset):
+    """SentencePiece's seed: `data.tokenizer_seed`, or `train.seed` when that is `None`.
+
+    Runs that differ only in `train.seed` cut the corpus into the same pieces
+    when they share `data.tokenizer_seed` (seed studies, `zoo.study`).
+    """
+    seed = preset["data"].get("tokenizer_seed")
+    return preset["train"]["seed"] if seed is None else seed
+
+
 def build_model(preset, source_vocabulary_size, target_vocabulary_size):
     model_cls = MODEL_TYPES[preset["train"]["model_type"]]
     return model_cls(source_vocabulary_size, target_vocabulary_size, **preset["model"])
@@ -119,23 +132,34 @@ def learning_rate(preset):
 
 
 def build_optimizer(preset):
-    """The preset's Adam, or `None` for `compile_for_translation`'s default Adam.
+    """The preset's Adam (or `LazyAdam`, `train.optimizer: "lazy_adam"`).
 
-    Optional `train` keys (presets without them get the default optimizer,
-    unchanged): `learning_rate_schedule` (see `learning_rate`), `adam_beta_2`
-    (Keras' default 0.999; the Transformer's 0.98) and `adam_epsilon` (Keras'
-    default 1e-7; Vaswani et al. 1e-9).
+    `train` keys: `learning_rate` or `learning_rate_schedule` (see
+    `learning_rate`), `adam_beta_2` (`None`: Keras' 0.999; the Transformer's
+    0.98), `adam_epsilon` (`None`: Keras' 1e-7; OpenNMT-py and PyTorch 1e-8,
+    Vaswani et al. 1e-9), `clipnorm` (each gradient clipped to this norm on
+    its own, Keras' `clipnorm`) and `global_clipnorm` (all gradients scaled
+    together so that their joint norm is at most this: OpenNMT-py's
+    `max_grad_norm`, fairseq's `--clip-norm`). At most one of the two
+    clipping keys may be set.
     """
     train_config = preset["train"]
-    names = ("learning_rate_schedule", "adam_beta_2", "adam_epsilon")
-    if all(train_config.get(name) is None for name in names):
-        return None
     beta_2, epsilon = train_config.get("adam_beta_2"), train_config.get("adam_epsilon")
-    return keras.optimizers.Adam(
+    clipnorm, global_clipnorm = train_config.get("clipnorm"), train_config.get("global_clipnorm")
+    if clipnorm is not None and global_clipnorm is not None:
+        raise ValueError("Set at most one of train.clipnorm (per variable) and "
+                         "train.global_clipnorm (joint norm of all gradients). "
+                         f"Received: clipnorm={clipnorm!r}, global_clipnorm={global_clipnorm!r}")
+    name = train_config.get("optimizer") or "adam"
+    if name not in OPTIMIZERS:
+        raise ValueError(f"train.optimizer must be one of {sorted(OPTIMIZERS)}. "
+                         f"Received: optimizer={name!r}")
+    return OPTIMIZERS[name](
         learning_rate=learning_rate(preset),
         beta_2=0.999 if beta_2 is None else beta_2,
         epsilon=1e-7 if epsilon is None else epsilon,
-        clipnorm=train_config["clipnorm"],
+        clipnorm=clipnorm,
+        global_clipnorm=global_clipnorm,
     )
 
 
@@ -254,7 +278,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         vocab_size=data_config["vocab_size"],
         joint=data_config["joint_vocabulary"],
         model_type=data_config["tokenizer_type"],
-        seed=train_config["seed"],
+        seed=tokenizer_seed(preset),
     ))
     log(f"[data] tokenizer: {data_config['tokenizer_type']} "
         f"{'joint' if data_config['joint_vocabulary'] else 'separate'}, "
@@ -306,10 +330,10 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         f"replica(s)), precision {train_config['precision']}, accumulation "
         f"{train_config['accumulation_steps']}, backups every "
         f"{train_config['backup_every_n_steps']} steps in {backup_dir}")
-    if optimizer is not None:
-        log(f"[optimizer] Adam beta_2={optimizer.beta_2} epsilon={optimizer.epsilon} "
-            f"clipnorm={optimizer.clipnorm}, learning rate "
-            f"{train_config.get('learning_rate_schedule') or train_config['learning_rate']}")
+    log(f"[optimizer] {type(optimizer).__name__} beta_2={optimizer.beta_2} "
+        f"epsilon={optimizer.epsilon} clipnorm={optimizer.clipnorm} "
+        f"global_clipnorm={optimizer.global_clipnorm}, learning rate "
+        f"{train_config.get('learning_rate_schedule') or train_config['learning_rate']}")
     log(str(parameter_report(model)))
 
     dev_refs = reference_streams(splits["dev"], data_config)
@@ -406,8 +430,9 @@ class LossCurves(keras.callbacks.Callback):
     (`logits_loss`), ReWE loss (`rewe_loss`) and λ·ReWE. Keras logs running
     means over the epoch; the loss of each step is the increment of its loss
     tracker's sums (a Keras `Mean`: `total`, `count`). Rows are appended to
-    `path` (`step,epoch,loss[,logits_loss,rewe_loss,weighted_rewe_loss]`), so a
-    resumed run continues the file. At the end, the plot (`.svg` next to `path`,
+    `path` (`step,epoch,loss[,logits_loss,rewe_loss,weighted_rewe_loss],tokens,time`:
+    the step's target tokens and the wall clock at its end), so a resumed run
+    continues the file. At the end, the plot (`.svg` next to `path`,
     `zoo.plots.write_line_plot`). `zoo.compare.nll_curve` reads either form back.
     """
 
@@ -417,7 +442,7 @@ class LossCurves(keras.callbacks.Callback):
         self.rewe_weight = None if rewe_weight is None else float(rewe_weight)
         self.names = ("loss",) if rewe_weight is None else ("loss", "logits_loss", "rewe_loss")
         self.columns = ("step", "epoch") + self.names + (
-            () if rewe_weight is None else ("weighted_rewe_loss",))
+            () if rewe_weight is None else ("weighted_rewe_loss",)) + ("tokens", "time")
         self.log = log
         self._sums = {}
         self._epoch = 0
@@ -429,7 +454,10 @@ class LossCurves(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         logs = logs or {}
         trackers = {metric.name: metric for metric in self.model.metrics}
-        row = {"step": int(self.model.optimizer.iterations.numpy()), "epoch": self._epoch + 1}
+        row = {"step": int(self.model.optimizer.iterations.numpy()), "epoch": self._epoch + 1,
+               # Target tokens of the step and the wall clock at its end: tokens/s
+               # between two steps of one epoch (benchmarks/peer_opennmt.py).
+               "tokens": logs.get("tokens", ""), "time": round(time.time(), 4)}
         for name in self.names:
             if name == "loss" and "step_loss" in logs:  # tf_outheads.training.fit
                 row[name] = float(logs["step_loss"])
@@ -444,9 +472,13 @@ class LossCurves(keras.callbacks.Callback):
             row[name] = float(logs.get(name, float("nan")))  # the running mean
         if self.rewe_weight is not None:
             row["weighted_rewe_loss"] = self.rewe_weight * row["rewe_loss"]
+        columns = self.columns
         new_file = not os.path.exists(self.path)
+        if not new_file:  # a resumed run keeps the columns its file has
+            with open(self.path, encoding="utf-8", newline="") as f:
+                columns = next(csv.reader(f), None) or columns
         with open(self.path, "a", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.columns)
+            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
             if new_file:
                 writer.writeheader()
             writer.writerow(row)

@@ -39,8 +39,12 @@ def test_train_writes_translations_and_results(trained_run):
     assert results["parameters"]["output_layer"] == 400  # tied: only the bias
     with open(os.path.join(trained_run, "loss_curves.csv")) as f:
         header, *rows = [line.split(",") for line in f.read().splitlines()]
-    assert header == ["step", "epoch", "loss"]  # a plain run: the loss is the NLL
+    # A plain run: the loss is the NLL; then the step's target tokens and its end time.
+    assert header == ["step", "epoch", "loss", "tokens", "time"]
     assert [int(row[0]) for row in rows] == list(range(1, 13))
+    assert all(float(row[3]) > 0 for row in rows)
+    times = [float(row[4]) for row in rows]
+    assert times == sorted(times) and times[-1] > times[0]
     assert os.path.exists(os.path.join(trained_run, "loss_curves.svg"))
 
 
@@ -76,8 +80,14 @@ def test_compare_command_writes_plots_and_the_score_table(trained_run, tmp_path,
               "--output", str(output), "--window", "4"])
     with open(os.path.join(trained_run, "results.json")) as f:
         results = json.load(f)
-    rows = json.loads((output / "comparison.json").read_text())
+    comparison = json.loads((output / "comparison.json").read_text())
+    rows = comparison["runs"]
     assert [row["run"] for row in rows] == ["first", "second"]
+    # sacrebleu's paired bootstrap against the first run, with its signature.
+    assert comparison["baseline"] == "first"
+    assert "bs:1000" in comparison["signatures"]["test"]
+    assert rows[0]["test p"] == "baseline"
+    assert 0.0 < float(rows[1]["test p"]) <= 1.0
     assert rows[0]["steps"] == 12
     assert rows[0]["test bleu[en_web]"] == round(results["test"]["bleu[en_web]"]["score"], 2)
     assert (output / "nll.svg").read_text().count("<polyline") == 2
@@ -110,7 +120,7 @@ def test_override_of_unknown_setting_names_it():
 
 
 def test_set_parses_python_literals_and_bare_strings():
-    overrides = cli._parse_overrides(["model.head=softmax", "train.max_steps=5",
+    overrides = cli.parse_overrides(["model.head=softmax", "train.max_steps=5",
                                       "train.max_minutes=None"])
     assert overrides == {"model.head": "softmax", "train.max_steps": 5, "train.max_minutes": None}
 

@@ -1,5 +1,7 @@
 """zoo.compare: reading the per-step losses of plain and ReWE runs."""
 
+import json
+
 import pytest
 
 from zoo.compare import compare_runs, moving_average, nll_curve
@@ -33,3 +35,70 @@ def test_missing_files_name_the_path(tmp_path):
     (tmp_path / "loss_curves.csv").write_text("step,epoch,accuracy\n1,1,0.5\n")
     with pytest.raises(ValueError, match="loss"):
         nll_curve(str(tmp_path))
+
+
+# -- paired significance (sacrebleu) ------------------------------------------------------
+def _fake_run(path, corpus, hypotheses_by_split):
+    """A run directory with what `significance_table` reads: preset.json and *.hyp."""
+    from zoo.presets import get_preset
+
+    path.mkdir()
+    preset = get_preset("lstm-tiny", {"data.corpus": corpus})
+    (path / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **preset}))
+    for split, lines in hypotheses_by_split.items():
+        (path / f"{split}.hyp").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def verse_runs(tmp_path_factory):
+    """Three 'systems' on 80 real dev and test verses: the Spanish source copied
+    (weak), the KJV translation (strong: another English Bible), and the weak
+    system with two verses replaced by their KJV translation (nearly the same)."""
+    from tests.corpus import write_corpus_slice
+    from tf_outheads import data as tfo_data
+
+    root = tmp_path_factory.mktemp("significance")
+    corpus = write_corpus_slice(root / "verses.tsv", 1, 80, 80)
+    runs = {"weak": {}, "strong": {}, "near": {}}
+    for split in ("dev", "test"):
+        verses = tfo_data.read_tsv(corpus, source="es", target="en_web",
+                                   references=("en_kjv",), split=split)
+        kjv = verses.references["en_kjv"]
+        runs["weak"][split] = list(verses.sources)
+        runs["strong"][split] = list(kjv)
+        runs["near"][split] = list(kjv[:2]) + list(verses.sources[2:])
+    return {name: _fake_run(root / name, corpus, hyps) for name, hyps in runs.items()}
+
+
+def test_significance_table_separates_a_real_difference_from_noise(verse_runs):
+    from zoo.compare import significance_table
+
+    results = significance_table([verse_runs["weak"], verse_runs["strong"], verse_runs["near"]],
+                                 ["weak", "strong", "near"], "test", samples=300)
+    weak, strong, near = results
+    assert weak.p_value is None  # the baseline
+    assert strong.score > weak.score + 10
+    assert strong.p_value < 0.01
+    assert strong.mean - strong.ci > weak.mean + weak.ci  # the 95 % intervals do not meet
+    assert near.p_value > 0.05  # two verses of 80 changed: not significant
+    assert all("bs:300" in r.signature and "seed:12345" in r.signature for r in results)
+    # Approximate randomization agrees on the clear case.
+    ar = significance_table([verse_runs["weak"], verse_runs["strong"]], ["weak", "strong"],
+                            "dev", test="ar", samples=200)
+    assert ar[1].p_value < 0.01 and "ar:200" in ar[1].signature
+
+
+def test_significance_table_refuses_missing_or_mismatched_runs(verse_runs, tmp_path):
+    from zoo.compare import significance_table
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="preset.json"):
+        significance_table([verse_runs["weak"], str(empty)], ["a", "b"], "test")
+    short = _fake_run(tmp_path / "short", json.load(open(
+        verse_runs["weak"] + "/preset.json"))["data"]["corpus"], {"test": ["one line"]})
+    with pytest.raises(ValueError, match="has 1 lines but the baseline"):
+        significance_table([verse_runs["weak"], short], ["a", "b"], "test")
+    with pytest.raises(FileNotFoundError, match="dev.hyp"):
+        significance_table([verse_runs["weak"], short], ["a", "b"], "dev")

@@ -518,10 +518,11 @@ def test_cli_trains_the_rewe_preset_with_separate_loss_curves(small_corpus, tmp_
 
     with open(os.path.join(run_dir, "loss_curves.csv")) as f:
         header, *rows = [line.split(",") for line in f.read().splitlines()]
-    assert header == ["step", "epoch", "loss", "logits_loss", "rewe_loss", "weighted_rewe_loss"]
+    assert header == ["step", "epoch", "loss", "logits_loss", "rewe_loss", "weighted_rewe_loss",
+                      "tokens", "time"]
     assert [int(row[0]) for row in rows] == list(range(1, 51))
     for row in rows:  # each step: loss = NLL + 20·ReWE
-        loss, nll, regression, weighted = (float(v) for v in row[2:])
+        loss, nll, regression, weighted = (float(v) for v in row[2:6])
         assert 0.0 < regression <= 2.0
         np.testing.assert_allclose(weighted, 20.0 * regression, rtol=1e-6)
         np.testing.assert_allclose(loss, nll + weighted, rtol=1e-3)

@@ -85,6 +85,98 @@ def _score(metric, hypotheses, references):
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class PairedResult:
+    """One system's BLEU in a paired significance test against a baseline.
+
+    Args:
+        system: str, the system's name.
+        score: float, its corpus BLEU.
+        mean: float, the mean BLEU over the bootstrap resamples.
+        ci: float, half the width of the 95 % confidence interval around
+            `mean` (the interval is `mean ± ci`).
+        p_value: float or `None` (the baseline): sacrebleu's two-sided
+            p-value of the absolute BLEU difference to the baseline (after
+            MultEval: `(count(resampled |Δ| − mean > |Δ|) + 1) / (samples + 1)`,
+            so a system identical to the baseline gets `1 / (samples + 1)`,
+            not 1: "a zero difference should not be attributed to chance").
+        signature: str, sacrebleu's signature with the test, the number of
+            resamples and the seed, e.g. `"nrefs:1|bs:1000|seed:12345|..."`.
+    """
+
+    system: str
+    score: float
+    mean: float
+    ci: float
+    p_value: object
+    signature: str
+
+
+def paired_significance(named_hypotheses, references, test="bs", samples=1000, seed=12345,
+                        tokenize="13a"):
+    """Paired significance of BLEU differences, by sacrebleu's own implementation.
+
+    The first system is the baseline; every other is tested against it with
+    paired bootstrap resampling (`test="bs"`, Koehn 2004) or approximate
+    randomization (`"ar"`, Riezler & Maxwell 2005), exactly as
+    `sacrebleu --paired-bs` / `--paired-ar` do, with the 95 % confidence
+    interval of every system's mean from bootstrap resamples.
+
+    Args:
+        named_hypotheses: list of `(name, hypotheses)`, baseline first; every
+            system translates the same sentences.
+        references: list of str (one stream) or list of streams.
+        test: `"bs"` or `"ar"`. Defaults to `"bs"`.
+        samples: int, resamples (bootstrap) or trials (randomization).
+            Defaults to 1000.
+        seed: int, sacrebleu's `SACREBLEU_SEED`; the same seed gives the same
+            p-values. Defaults to 12345 (sacrebleu's).
+        tokenize: str. Defaults to `"13a"`.
+
+    Returns:
+        list of `PairedResult`, in the order given.
+
+    Raises:
+        ValueError: fewer than two systems, a bad `test`, or a system or
+            reference stream whose line count differs from the baseline's.
+    """
+    import os
+
+    from sacrebleu.significance import PairedTest
+
+    named_hypotheses = [(str(name), list(hyps)) for name, hyps in named_hypotheses]
+    if len(named_hypotheses) < 2:
+        raise ValueError("A paired test needs a baseline and at least one system. "
+                         f"Received {len(named_hypotheses)} system(s)")
+    if test not in ("bs", "ar"):
+        raise ValueError(f"`test` must be 'bs' or 'ar'. Received: test={test!r}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"`samples` must be a positive int. Received: samples={samples!r}")
+    baseline_lines = len(named_hypotheses[0][1])
+    for name, hyps in named_hypotheses:
+        if len(hyps) != baseline_lines:
+            raise ValueError(f"System {name!r} has {len(hyps)} lines but the baseline "
+                             f"{named_hypotheses[0][0]!r} has {baseline_lines}")
+    _, streams = _reference_streams(named_hypotheses[0][1], references)
+    previous = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        tester = PairedTest(named_hypotheses, {"BLEU": BLEU(tokenize=tokenize)}, streams,
+                            test_type=test, n_samples=samples,
+                            n_ar_confidence=0 if test == "ar" else -1)
+        signatures, scores = tester()
+    finally:
+        if previous is None:
+            os.environ.pop("SACREBLEU_SEED", None)
+        else:
+            os.environ["SACREBLEU_SEED"] = previous
+    (metric,) = [name for name in scores if name != "System"]
+    signature = str(signatures[metric])
+    return [PairedResult(system=name, score=float(result.score), mean=float(result.mean),
+                         ci=float(result.ci), p_value=result.p_value, signature=signature)
+            for name, result in zip(scores["System"], scores[metric])]
+
+
 def corpus_bleu(hypotheses, references, tokenize="13a", lowercase=False):
     """Corpus BLEU of detokenized hypotheses against one or more references.
 

@@ -1,0 +1,429 @@
+"""tf_outheads against OpenNMT-py 3.5.1 on the same data, pieces, model shape and steps.
+
+Trains a zoo preset (`tf-outheads train`) and OpenNMT-py's model of the same
+shape, one after the other, on the same cleaned splits cut into the same
+SentencePiece pieces, for the same number of steps; then prints, for each:
+greedy dev BLEU every `--eval-every` steps (sacrebleu against the stripped
+references the zoo trains on), training target tokens/s and greedy decoding
+sentences/s (whole process, `--decode-copies` copies of the dev set), and
+our/peer ratios (above 1: we are faster). Writes JSON with `train_ratio` and
+`decode_ratio` for each seed and their medians.
+
+OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make
+one: benchmarks/README.md, "Peer: OpenNMT-py"). Not part of CI. Runs resume:
+each side of each seed lives in its own directory under `--work-dir`, and a
+side that finished (its `result.json` exists) is not run again, so a study
+interrupted by the end of a session loses at most the run in progress (ours
+resumes from its backups).
+
+The peer's model (`peer_config`) follows `shared/peers/opennmt-py-lstm-cpu.yaml`:
+brnn encoder (hidden // 2 per direction), an input-feeding LSTM decoder, global
+"general" attention, dropout on embeddings / between layers / on the attentional
+state, Adam (β2 0.999, ε 1e-8), global gradient-norm clipping, label smoothing,
+token batches normalised by target tokens, uniform(±0.1) initialisation (its
+`param_init`), `share_decoder_embeddings` for a tied head. Only the heads
+OpenNMT-py has (`softmax`, `tied`) can be compared.
+"""
+
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import REPO_ROOT, benchmark_parser  # noqa: E402
+
+QUICK = {"steps": 100, "eval_every": 100, "decode_copies": 2}
+PEER_SPECIALS = 4  # OpenNMT-py adds <unk> <blank> <s> </s> to a vocabulary file
+# OpenNMT-py's log line: "Step 50/ 1500; acc: 9.1; ppl: 812.3; xent: 6.7; lr: 0.00500;
+# sents: 1234; bsz: 29/34/43; 4096/5904 tok/s; 17 sec;"
+STEP_LINE = re.compile(r"Step\s+(\d+)/\s*\d+;.*?xent:\s*([\d.]+);.*?\s(\d+)/\s*(\d+) tok/s;"
+                       r"\s*(\d+) sec")
+
+
+# -- data ------------------------------------------------------------------------------
+def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
+    """Splits as `zoo.train.load_splits` reads them, the study's shared tokenizer
+    (`zoo.study.tokenizer_dir`: our runs copy it), and the piece files OpenNMT-py
+    reads (`train.src.sp`, ...), built once per tokenizer.
+
+    Returns `{"splits", "tokenizer_dir", "vocab", "files", "tokenizer"}`.
+    """
+    from zoo.presets import get_preset
+    from zoo.study import tokenizer_dir
+    from zoo.train import load_splits
+
+    preset = get_preset(preset_name, overrides)
+    data_config = preset["data"]
+    if not data_config["joint_vocabulary"]:
+        raise SystemExit("peer_opennmt: the peer set-up uses one joint vocabulary "
+                         "(data.joint_vocabulary: true)")
+    splits = load_splits(data_config, log=log)
+    shared = tokenizer_dir(runs_dir, preset_name, overrides, log=log)
+    from tf_outheads import data as tfo_data
+
+    tokenizer, _ = tfo_data.load_tokenizers(shared)
+    data_dir = os.path.join(work_dir, "data", os.path.basename(shared))
+    os.makedirs(data_dir, exist_ok=True)
+    files = {}
+    # Pairs the zoo drops for length (data.max_sequence_length) are dropped here too.
+    limit = data_config["max_sequence_length"]
+    for split in ("train", "dev", "test"):
+        corpus = splits[split]
+        src = tokenizer.pieces(corpus.sources)
+        tgt = tokenizer.pieces(corpus.targets)
+        if split == "train":
+            keep = [len(s) + 1 <= limit and len(t) + 1 <= limit for s, t in zip(src, tgt)]
+            src = [s for s, k in zip(src, keep) if k]
+            tgt = [t for t, k in zip(tgt, keep) if k]
+        for side, pieces in (("src", src), ("tgt", tgt)):
+            path = os.path.join(data_dir, f"{split}.{side}.sp")
+            files[f"{split}.{side}"] = path
+            if not os.path.exists(path):
+                with open(path + ".tmp", "w", encoding="utf-8") as f:
+                    f.write("".join(" ".join(p) + "\n" for p in pieces))
+                os.replace(path + ".tmp", path)
+    vocab = os.path.join(data_dir, "vocab.joint")
+    specials = {"<pad>", "<unk>", "<s>", "</s>"}
+    with open(vocab, "w", encoding="utf-8") as f:
+        for piece in tokenizer.vocabulary():
+            if piece not in specials:
+                f.write(piece + "\n")
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(shared, "spm_joint.model"))
+    return {"splits": splits, "tokenizer_dir": shared, "vocab": vocab, "files": files,
+            "tokenizer": processor}
+
+
+# -- the peer ---------------------------------------------------------------------------
+def peer_config(preset, data, run_dir, steps, eval_every, seed):
+    """OpenNMT-py options for the zoo preset's LSTM shape (a dict written as YAML)."""
+    model, train, data_config = preset["model"], preset["train"], preset["data"]
+    head = model["head"] if isinstance(model["head"], str) else model["head"].get("class_name")
+    if train["model_type"] != "lstm" or head not in ("softmax", "tied"):
+        raise SystemExit("peer_opennmt: OpenNMT-py has the attentional LSTM with an untied "
+                         f"(softmax) or tied head only. Received: model_type="
+                         f"{train['model_type']!r}, head={model['head']!r}")
+    if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
+        raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
+                         "feeding")
+    clip = train.get("global_clipnorm") or train.get("clipnorm") or 0
+    vocab_size = len(open(data["vocab"], encoding="utf-8").read().split("\n")) - 1 + PEER_SPECIALS
+    return {
+        "src_vocab": data["vocab"], "tgt_vocab": data["vocab"],
+        "src_vocab_size": vocab_size, "tgt_vocab_size": vocab_size,
+        "src_words_min_frequency": 0, "tgt_words_min_frequency": 0,
+        "vocab_size_multiple": 1,
+        "data": {"corpus_1": {"path_src": data["files"]["train.src"],
+                              "path_tgt": data["files"]["train.tgt"]}},
+        "model_type": "text",
+        "encoder_type": "brnn" if model["bidirectional_encoder"] else "rnn",
+        "decoder_type": "rnn", "rnn_type": "LSTM",
+        "enc_layers": model.get("encoder_layers") or model["num_layers"],
+        "dec_layers": model.get("decoder_layers") or model["num_layers"],
+        "hidden_size": model["hidden_dim"], "word_vec_size": model["embedding_dim"],
+        "global_attention": "general", "input_feed": 1, "bridge": "false",
+        "dropout": [model["dropout"]],
+        "param_init": 0.1,
+        "optim": "adam", "learning_rate": train["learning_rate"], "decay_method": "none",
+        "start_decay_steps": 1000000, "adam_beta1": 0.9, "adam_beta2": 0.999,
+        "max_grad_norm": clip, "label_smoothing": train["label_smoothing"],
+        "batch_type": "tokens", "batch_size": data_config["batch_tokens"],
+        "normalization": "tokens", "accum_count": [1],
+        "train_steps": steps, "valid_steps": 10 ** 6,
+        "save_checkpoint_steps": eval_every, "keep_checkpoint": -1,
+        "report_every": 50 if steps >= 100 else 10, "seed": seed,
+        "num_workers": 0, "world_size": 1,
+        "share_decoder_embeddings": "true" if head == "tied" else "false",
+        "save_model": os.path.join(run_dir, "model"),
+    }
+
+
+def _yaml(value, indent=0):
+    pad = "  " * indent
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            lines.append(f"{pad}{key}:")
+            lines.append(_yaml(item, indent + 1))
+        elif isinstance(item, list):
+            lines.append(f"{pad}{key}: [{', '.join(json.dumps(x) for x in item)}]")
+        elif isinstance(item, str) and item not in ("true", "false"):
+            lines.append(f"{pad}{key}: {json.dumps(item)}")
+        else:
+            lines.append(f"{pad}{key}: {item}")
+    return "\n".join(lines)
+
+
+def parse_peer_log(text):
+    """OpenNMT-py's report lines → list of `(step, xent, src_tok_s, tgt_tok_s, seconds)`."""
+    return [(int(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4)),
+             int(m.group(5))) for m in STEP_LINE.finditer(text)]
+
+
+def peer_train_speed(reports, skip_steps=50):
+    """Target tokens/s of the peer after `skip_steps`: each report's tokens/s weighted
+    by the seconds it covers (its `sec` is the time since the start)."""
+    tokens, seconds = 0.0, 0.0
+    for previous, report in zip(reports, reports[1:]):
+        if previous[0] < skip_steps:
+            continue
+        span = report[4] - previous[4]
+        tokens += report[3] * span
+        seconds += span
+    return tokens / seconds if seconds else float("nan")
+
+
+def peer_env():
+    env = dict(os.environ)
+    env.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    env.setdefault("OMP_NUM_THREADS", str(os.cpu_count()))
+    return env
+
+
+def run_peer(args, preset, data, seed, run_dir, steps, log=print):
+    """Train the peer, decode each checkpoint on dev; returns the peer's result dict."""
+    bin_dir = os.path.dirname(args.peer_python)
+    os.makedirs(run_dir, exist_ok=True)
+    config_path = os.path.join(run_dir, "config.yaml")
+    with open(config_path, "w", encoding="utf-8") as f:
+        f.write(_yaml(peer_config(preset, data, run_dir, steps, args.eval_every, seed)) + "\n")
+    log_path = os.path.join(run_dir, "train.log")
+    final = os.path.join(run_dir, f"model_step_{steps}.pt")
+    if not os.path.exists(final):
+        log(f"[peer] onmt_train seed {seed}, {steps} steps → {log_path}")
+        with open(log_path, "w", encoding="utf-8") as out:
+            subprocess.run([os.path.join(bin_dir, "onmt_train"), "-config", config_path],
+                           stdout=out, stderr=subprocess.STDOUT, env=peer_env(), check=True,
+                           cwd=run_dir)
+    reports = parse_peer_log(open(log_path, encoding="utf-8").read())
+    dev_refs = data["references"]["dev"]
+    bleu_history = []
+    for step in range(args.eval_every, steps + 1, args.eval_every):
+        hyp, _ = peer_translate(bin_dir, os.path.join(run_dir, f"model_step_{step}.pt"),
+                                data["files"]["dev.src"], os.path.join(run_dir, f"dev.{step}"),
+                                data["tokenizer"])
+        bleu_history.append([step, corpus_bleu(hyp, dev_refs)])
+        log(f"[peer] seed {seed} step {step}: dev BLEU {bleu_history[-1][1]:.2f}")
+    return {"dev_bleu_history": bleu_history, "train_tokens_per_second":
+            peer_train_speed(reports), "loss_reports": reports}
+
+
+def peer_translate(bin_dir, checkpoint, source_pieces, output_prefix, tokenizer,
+                   batch_size=64):
+    """Greedy decoding with onmt_translate (top-1 sampling = argmax: with beam 1 and no
+    `-random_sampling_topk`, OpenNMT-py 3.5.1 samples at temperature 1); returns the
+    detokenized hypotheses and the process' wall seconds."""
+    output = output_prefix + ".hyp.sp"
+    start = time.perf_counter()
+    subprocess.run([os.path.join(bin_dir, "onmt_translate"), "-model", checkpoint,
+                    "-src", source_pieces, "-output", output, "-beam_size", "1",
+                    "-random_sampling_topk", "1", "-batch_size", str(batch_size),
+                    "-batch_type", "sents", "-gpu", "-1"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=peer_env(),
+                   check=True)
+    seconds = time.perf_counter() - start
+    with open(output, encoding="utf-8") as f:
+        hypotheses = [tokenizer_decode(tokenizer, line) for line in f.read().split("\n")[:-1]]
+    return hypotheses, seconds
+
+
+def tokenizer_decode(processor, line):
+    """The peer's output line (pieces separated by spaces) → text."""
+    return processor.decode_pieces(line.split())
+
+
+def corpus_bleu(hypotheses, references):
+    import sacrebleu
+
+    return sacrebleu.corpus_bleu(hypotheses, [references]).score
+
+
+# -- ours -------------------------------------------------------------------------------
+def run_ours(args, seed, steps, log=print):
+    """Our side: `zoo.study.train_arm` (`tf-outheads train` on the shared pieces, the
+    run shared with `tf-outheads study`); returns `(run_dir, result dict)`."""
+    from zoo.cli import parse_overrides
+    from zoo.study import Arm, train_arm
+
+    arm = Arm(args.preset, tuple(parse_overrides(args.set).items()))
+    run_dir = train_arm(args.runs_dir, arm, seed, steps=steps, eval_every=args.eval_every,
+                        log=log)
+    history = []
+    with open(os.path.join(run_dir, "bleu.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            history.append([record["step"], record["bleu"]])
+    for step, bleu in history:
+        log(f"[ours] seed {seed} step {step}: dev BLEU {bleu:.2f}")
+    return run_dir, {
+        "run_dir": run_dir, "dev_bleu_history": history,
+        "train_tokens_per_second": our_train_speed(os.path.join(run_dir, "loss_curves.csv")),
+        "loss_reports": our_loss_reports(os.path.join(run_dir, "loss_curves.csv"))}
+
+
+def _rows(path):
+    with open(path, encoding="utf-8") as f:
+        return [row for row in csv.DictReader(f) if row.get("time")]
+
+
+def our_train_speed(path, skip_steps=50):
+    """Target tokens/s from `loss_curves.csv`: steps after `skip_steps`, each timed from
+    the end of the step before it in the same epoch (evaluations fall between epochs)."""
+    rows = _rows(path)
+    tokens, seconds = 0.0, 0.0
+    for previous, row in zip(rows, rows[1:]):
+        if int(previous["step"]) < skip_steps or row["epoch"] != previous["epoch"]:
+            continue
+        tokens += float(row["tokens"])
+        seconds += float(row["time"]) - float(previous["time"])
+    return tokens / seconds if seconds else float("nan")
+
+
+def our_loss_reports(path, every=50):
+    """Mean training loss of each `every`-step window (OpenNMT-py's report interval)."""
+    rows = _rows(path)
+    reports = []
+    for start in range(0, len(rows), every):
+        window = rows[start:start + every]
+        reports.append((int(window[-1]["step"]),
+                        statistics.fmean(float(r["loss"]) for r in window)))
+    return reports
+
+
+def our_translate(run_dir, source_text, output, batch_size=64):
+    start = time.perf_counter()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    subprocess.run([sys.executable, "-m", "zoo.cli", "translate", "--run-dir", run_dir,
+                    "--input", source_text, "--output", output, "--batch-size",
+                    str(batch_size), "--beam-size", "1"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True,
+                   cwd=REPO_ROOT)
+    return time.perf_counter() - start
+
+
+# -- the comparison ---------------------------------------------------------------------
+def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
+    """Whole-process greedy decoding of `--decode-copies` copies of dev, both sides."""
+    copies = args.decode_copies
+    sources = data["splits"]["dev"].sources * copies
+    text = os.path.join(ours_dir, "decode_input.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        f.write("\n".join(sources) + "\n")
+    pieces = os.path.join(peer_dir, "decode_input.sp")
+    with open(data["files"]["dev.src"], encoding="utf-8") as f:
+        dev_pieces = f.read()
+    with open(pieces, "w", encoding="utf-8") as f:
+        f.write(dev_pieces * copies)
+    ours = our_translate(ours_dir, text, os.path.join(ours_dir, "decode_output.txt"))
+    _, peer = peer_translate(os.path.dirname(args.peer_python),
+                             os.path.join(peer_dir, f"model_step_{steps}.pt"), pieces,
+                             os.path.join(peer_dir, "decode"), data["tokenizer"])
+    log(f"[decode] {len(sources)} sentences: ours {ours:.1f} s, peer {peer:.1f} s")
+    return {"sentences": len(sources), "ours_seconds": ours, "peer_seconds": peer,
+            "ours_sentences_per_second": len(sources) / ours,
+            "peer_sentences_per_second": len(sources) / peer}
+
+
+def print_table(preset, results, eval_every, steps):
+    print(f"\nGreedy dev BLEU, {preset} (ours) vs OpenNMT-py 3.5.1 (peer), same pieces/steps")
+    columns = list(range(eval_every, steps + 1, eval_every))
+    print("| system | seed | " + " | ".join(f"@{c}" for c in columns)
+          + " | train tok/s | decode sent/s |")
+    print("|---|---|" + "---|" * len(columns) + "---|---|")
+    for seed, entry in results.items():
+        for side in ("ours", "peer"):
+            history = dict(map(tuple, entry[side]["dev_bleu_history"]))
+            cells = [f"{history[c]:.2f}" if c in history else "" for c in columns]
+            speed = entry[side]["train_tokens_per_second"]
+            decode = entry["decode"][f"{side}_sentences_per_second"]
+            print(f"| {side} | {seed} | " + " | ".join(cells) + f" | {speed:,.0f} | {decode:.1f} |")
+    for seed, entry in results.items():
+        print(f"seed {seed}: train_ratio {entry['train_ratio']:.3f}, "
+              f"decode_ratio {entry['decode_ratio']:.3f} (ours / peer; > 1: we are faster)")
+
+
+def main(argv=None):
+    parser = benchmark_parser(__doc__, QUICK)
+    parser.add_argument("--preset", default="lstm-cpu-tied",
+                        help="zoo preset (an LSTM with a softmax or tied head)")
+    parser.add_argument("--seeds", default="1234", help="comma-separated seeds")
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--eval-every", type=int, default=300,
+                        help="dev BLEU every this many steps (both sides)")
+    parser.add_argument("--decode-copies", type=int, default=8,
+                        help="copies of the dev set (1,068 verses) decoded to time decoding")
+    parser.add_argument("--peer-python", default=os.environ.get(
+        "TF_OUTHEADS_PEER_PYTHON", str(REPO_ROOT / "runs" / "peer-venv" / "bin" / "python")),
+        help="python of the OpenNMT-py virtual environment (env TF_OUTHEADS_PEER_PYTHON)")
+    parser.add_argument("--work-dir", default=str(REPO_ROOT / "runs" / "peer_opennmt"),
+                        help="the peer's runs and piece files")
+    parser.add_argument("--runs-dir", default=str(REPO_ROOT / "runs" / "study"),
+                        help="our runs and the shared tokenizers (tf-outheads study's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override for our preset (tf-outheads train --set)")
+    parser.add_argument("--only", choices=("ours", "peer"), default=None,
+                        help="run one side (the other must have finished, or is skipped)")
+    parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results"
+                                                / "peer_opennmt.json"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.eval_every, args.decode_copies = (
+            QUICK["steps"], QUICK["eval_every"], QUICK["decode_copies"])
+    if args.steps % args.eval_every:
+        parser.error(f"--steps must be a multiple of --eval-every. Received: "
+                     f"--steps {args.steps}, --eval-every {args.eval_every}")
+    if not os.path.exists(args.peer_python):
+        parser.error(f"--peer-python {args.peer_python}: no such file; make the OpenNMT-py "
+                     "environment first (benchmarks/README.md, 'Peer: OpenNMT-py')")
+    started = time.perf_counter()
+    sys.path.insert(0, str(REPO_ROOT))
+    from common import machine_info, setup, write_record
+
+    setup(None)
+    from zoo.cli import parse_overrides
+    from zoo.presets import get_preset
+
+    overrides = parse_overrides(args.set)
+    preset = get_preset(args.preset, overrides)
+    machine = machine_info()
+    data = prepare_data(args.preset, overrides, args.runs_dir, args.work_dir)
+    data["references"] = {"dev": data["splits"]["dev"].targets}
+    results = {}
+    for seed in (int(s) for s in args.seeds.split(",")):
+        peer_dir = os.path.join(args.work_dir, "peer", os.path.basename(data["tokenizer_dir"]),
+                                f"{args.preset}-s{seed}-{args.steps}")
+        entry, ours_dir = {}, None
+        if args.only in (None, "ours"):
+            ours_dir, entry["ours"] = run_ours(args, seed, args.steps)
+        if args.only in (None, "peer"):
+            entry["peer"] = run_peer(args, preset, data, seed, peer_dir, args.steps)
+        if args.only is None:
+            entry["decode"] = decode_speeds(args, data, ours_dir, peer_dir, args.steps)
+            entry["train_ratio"] = (entry["ours"]["train_tokens_per_second"]
+                                    / entry["peer"]["train_tokens_per_second"])
+            entry["decode_ratio"] = (entry["decode"]["ours_sentences_per_second"]
+                                     / entry["decode"]["peer_sentences_per_second"])
+        results[seed] = entry
+    fields = {"preset": args.preset, "results": results}
+    if args.only is None:
+        print_table(args.preset, results, args.eval_every, args.steps)
+        fields["train_ratio"] = statistics.median(e["train_ratio"] for e in results.values())
+        fields["decode_ratio"] = statistics.median(e["decode_ratio"] for e in results.values())
+        fields["dev_bleu_median"] = {
+            side: {str(step): statistics.median(
+                dict(map(tuple, e[side]["dev_bleu_history"])).get(step, float("nan"))
+                for e in results.values())
+                for step in range(args.eval_every, args.steps + 1, args.eval_every)}
+            for side in ("ours", "peer")}
+    write_record("peer_opennmt", args, machine, started, fields)
+
+
+if __name__ == "__main__":
+    main()

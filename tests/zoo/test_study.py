@@ -1,0 +1,169 @@
+"""zoo.study: seeded runs on one shared tokenizer, and the results page they produce."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.corpus import write_corpus_slice
+from zoo import study as study_module
+from zoo.study import Arm, Claim, Study
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "verses.tsv", 300, 40, 40)
+
+
+def _toy_study(corpus):
+    overrides = (("data.corpus", corpus), ("data.vocab_size", 300))
+    return Study(
+        title="Toy study", paper="toy",
+        arms={"weak": Arm("lstm-tiny", overrides),
+              "strong": Arm("lstm-tiny", overrides + (("model.dropout", 0.0),)),
+              "sweep": Arm("lstm-tiny", overrides + (("model.dropout", 0.2),), core=False)},
+        baseline="weak",
+        claims=(Claim("strong beats weak", "strong", "weak", "+1 BLEU"),
+                Claim("weak beats strong", "weak", "strong", "+1 BLEU")),
+        steps=4, eval_every=2, notes="Fabricated runs.")
+
+
+def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0):
+    """A finished run directory with what `results` reads."""
+    from tf_outheads import metrics
+    from zoo.presets import get_preset
+
+    os.makedirs(run_dir)
+    preset = get_preset("lstm-tiny", {"data.corpus": corpus})
+    with open(os.path.join(run_dir, "preset.json"), "w") as f:
+        json.dump({"name": "lstm-tiny", **preset}, f)
+    results = {"steps": 4, "train_seconds": seconds}
+    from zoo.compare import run_references
+
+    for split, hyps in hyps_by_split.items():
+        with open(os.path.join(run_dir, f"{split}.hyp"), "w", encoding="utf-8") as f:
+            f.write("\n".join(hyps) + "\n")
+        score = metrics.corpus_bleu(hyps, run_references(run_dir, split)).score
+        results[split] = {"bleu[en_web]": {"score": score, "signature": "x"}}
+    with open(os.path.join(run_dir, "results.json"), "w") as f:
+        json.dump(results, f)
+    with open(os.path.join(run_dir, "bleu.jsonl"), "w") as f:
+        for step in (2, 4):
+            f.write(json.dumps({"step": step, "bleu": results["dev"]["bleu[en_web]"]["score"]
+                                * step / 4}) + "\n")
+    with open(os.path.join(run_dir, "loss_curves.csv"), "w") as f:
+        f.write("step,epoch,loss,tokens,time\n")
+        for step in range(1, 5):
+            f.write(f"{step},1,{6.0 - step * 0.1},100,{step}.0\n")
+
+
+@pytest.fixture()
+def toy_runs(corpus, tmp_path, monkeypatch):
+    """3 seeds of 'weak' (the Spanish source copied) and 'strong' (the KJV, another
+    English Bible), one seed of the sweep arm (the KJV with the first verses dropped)."""
+    from tf_outheads import data as tfo_data
+
+    study = _toy_study(corpus)
+    monkeypatch.setitem(study_module.STUDIES, "toy", study)
+    verses = {split: tfo_data.read_tsv(corpus, source="es", target="en_web",
+                                       references=("en_kjv",), split=split)
+              for split in ("dev", "test")}
+    systems = {"weak": {s: list(v.sources) for s, v in verses.items()},
+               "strong": {s: list(v.references["en_kjv"]) for s, v in verses.items()},
+               "sweep": {s: [""] * 10 + list(v.references["en_kjv"][10:])
+                         for s, v in verses.items()}}
+    runs_dir = str(tmp_path / "runs")
+    for name, hyps in systems.items():
+        for seed in study_module.study_seeds(study, name):
+            run_dir = study_module.arm_run_dir(runs_dir, study.arms[name], seed, study.steps)
+            _fake_run(run_dir, corpus, hyps)
+    return runs_dir
+
+
+def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_path):
+    output = tmp_path / "docs" / "results.md"
+    study_module.write_results(toy_runs, str(output), studies=["toy"], samples=200)
+    text = output.read_text(encoding="utf-8")
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")
+            for line in text.splitlines() if line.startswith("| ")}
+    assert rows["weak"][2] == "1, 2, 1234" and rows["strong"][2] == "1, 2, 1234"
+    assert rows["sweep"][2] == "1234"
+    # Identical runs per seed: sd 0, and three paired p-values below 0.05 for 'strong'.
+    assert rows["strong"][4].endswith("± 0.00")
+    p_values = [float(p) for p in rows["strong"][6].split(" / ")]
+    assert len(p_values) == 3 and all(p < 0.05 for p in p_values)
+    assert float(rows["strong"][5]) > 10  # Δ test vs weak
+    assert rows["weak"][5] == "—"  # the baseline is not tested against itself
+    assert "strong beats weak (paper: +1 BLEU): **holds**" in text
+    assert "weak beats strong (paper: +1 BLEU): **not reproduced**" in text
+    assert "bs:200" in text and "seed:12345" in text
+    for figure in ("toy_dev_bleu.svg", "toy_loss.svg"):
+        assert (tmp_path / "docs" / "results" / figure).exists()
+        assert f"(results/{figure})" in text
+
+
+def test_unfinished_runs_and_missing_arms_are_reported_as_such(toy_runs, tmp_path):
+    study = study_module.STUDIES["toy"]
+    unfinished = study_module.arm_run_dir(toy_runs, study.arms["strong"], 7, study.steps)
+    os.makedirs(unfinished)  # no results.json: not counted
+    assert 7 not in study_module._finished_runs(toy_runs, study, "strong")
+    import shutil
+
+    shutil.rmtree(os.path.dirname(study_module.arm_run_dir(
+        toy_runs, study.arms["sweep"], 1234, study.steps)))
+    text = study_module.study_report("toy", toy_runs, str(tmp_path / "figures"), samples=100)
+    assert "| sweep | lstm-tiny" in text and "| not run |" in text
+
+
+def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp_path,
+                                                                     monkeypatch):
+    study = _toy_study(corpus)
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command)
+        run_dir = command[command.index("--run-dir") + 1]
+        with open(os.path.join(run_dir, "results.json"), "w") as f:
+            f.write("{}")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(study_module.subprocess, "run", fake_run)
+    runs_dir = str(tmp_path / "runs")
+    first = study_module.train_arm(runs_dir, study.arms["strong"], 1, steps=4, eval_every=2)
+    second = study_module.train_arm(runs_dir, study.arms["weak"], 2, steps=4, eval_every=2)
+    # The same tokenizer files in both runs: SentencePiece is trained once.
+    for name in ("spm_joint.model", "tokenizer.json"):
+        with open(os.path.join(first, name), "rb") as a, open(os.path.join(second, name),
+                                                              "rb") as b:
+            assert a.read() == b.read()
+    (command, _) = commands
+    sets = dict(value.split("=", 1) for flag, value in zip(command, command[1:])
+                if flag == "--set")
+    assert sets["train.seed"] == "1" and sets["train.max_steps"] == "4"
+    assert sets["train.steps_per_epoch"] == "2" and sets["train.patience"] == "None"
+    assert sets["data.tokenizer_seed"] == str(study_module.TOKENIZER_SEED)
+    assert sets["model.dropout"] == "0.0"
+    assert first.endswith(os.path.join("s1-4")) and "+" in os.path.basename(
+        os.path.dirname(first))
+    # A finished run is not trained again.
+    study_module.train_arm(runs_dir, study.arms["strong"], 1, steps=4, eval_every=2)
+    assert len(commands) == 2
+
+
+def test_unknown_study_or_arm_is_refused():
+    with pytest.raises(ValueError, match="Unknown study 'nope'"):
+        study_module.run_study("nope")
+    with pytest.raises(ValueError, match="has no arm 'nope'; its arms: untied, tied"):
+        study_module.run_study("pappas", arms=["nope"])
+
+
+def test_every_study_arm_names_a_valid_preset_and_overrides():
+    from zoo.presets import get_preset
+
+    for name, study in study_module.STUDIES.items():
+        assert study.baseline in study.arms, name
+        for arm in study.arms.values():
+            get_preset(arm.preset, arm.override_dict())  # raises on an unknown key
+        for claim in study.claims:
+            assert claim.arm in study.arms and claim.baseline in study.arms

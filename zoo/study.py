@@ -1,0 +1,561 @@
+"""Seeded head comparisons against sound baselines, and the results page they produce.
+
+A *study* is a set of *arms* (a preset and overrides) trained for the same number
+of steps (or the same wall clock) on the same pieces, for several seeds, with one
+arm as the baseline of each paired test. Two commands:
+
+    tf-outheads study pappas [--seeds 1234,1,2] [--arms tied,joint-512] [--runs-dir runs/study]
+    tf-outheads results [--runs-dir runs/study] [--output docs/results.md]
+
+`study` trains what is missing, one run at a time, each in its own run directory
+(`RUNS_DIR/runs/<preset>[+<overrides>]/s<seed>-<budget>`), which resumes after an
+interruption and is skipped once finished. Every run of a study copies one
+tokenizer (`RUNS_DIR/tokenizers/<data key>`): SentencePiece trained twice on the
+same text with the same seed in two processes gives different pieces, which
+would confound the comparison. `results` reads the run directories and writes
+the page: mean ± sd over seeds of dev and test BLEU, sacrebleu's paired
+bootstrap test of each seed against the baseline's run of the same seed (test
+and dev p-values), dev BLEU and training-loss curves as SVG, the time of each
+run and the machine, and for each claim of a paper whether it held here.
+`benchmarks/peer_opennmt.py` trains its "ours" side through `train_arm`, so
+the baselines it checks against OpenNMT-py are the very runs the studies use.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+
+DEFAULT_RUNS_DIR = os.path.join("runs", "study")
+# SentencePiece's seed for every run of every study (data.tokenizer_seed).
+TOKENIZER_SEED = 1234
+CORE_SEEDS = (1234, 1, 2)
+SWEEP_SEEDS = (1234,)
+ALPHA = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One system of a study: a preset, dotted overrides, and optional extra decodings.
+
+    `decodings` maps a suffix to `translate` options run after training on dev
+    and test (`{"beam5": {"beam_size": 5}}` writes `dev.beam5.hyp`); each is
+    reported as its own row, `"<arm> (<suffix>)"`.
+    """
+
+    preset: str
+    overrides: tuple = ()
+    core: bool = True
+    decodings: tuple = ()
+
+    def override_dict(self):
+        return dict(self.overrides)
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A paper's claim that `arm` beats `baseline` (on test BLEU, by `paper_delta`)."""
+
+    text: str
+    arm: str
+    baseline: str
+    paper_delta: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    title: str
+    paper: str
+    arms: dict
+    baseline: str
+    claims: tuple = ()
+    steps: int = 1500
+    minutes: float = None  # equal wall clock instead of equal steps
+    eval_every: int = 300
+    notes: str = ""
+
+
+def _pappas_arm(head, core=False):
+    from zoo.presets import PAPPAS_HEADS
+
+    return Arm("lstm-cpu-tied", (("model.head", PAPPAS_HEADS[head]),), core=core)
+
+
+STUDIES = {
+    "pappas": Study(
+        title="Joint input-output embeddings (Pappas et al. 2018)",
+        paper="pappas2018",
+        arms={
+            "untied": Arm("lstm-cpu-softmax"),
+            "tied": Arm("lstm-cpu-tied"),
+            "joint-512": Arm("lstm-cpu-joint-512"),
+            "joint-256": Arm("lstm-cpu-joint", core=False),
+            "joint-1024": Arm("lstm-cpu-joint-1024", core=False),
+            "bilinear": _pappas_arm("bilinear"),
+            "output-structure": _pappas_arm("output-structure"),
+            "context-structure": _pappas_arm("context-structure"),
+        },
+        baseline="tied",
+        claims=(
+            Claim("The joint head (d_j = 512) beats weight tying", "joint-512", "tied",
+                  "+0.5 to +1.2 BLEU (Table 2, 32K BPE, en-de/en-fi/en-ro)"),
+            Claim("The joint head (d_j = 512) beats the untied softmax", "joint-512",
+                  "untied", "+0.6 to +1.7 BLEU (Table 2)"),
+            Claim("Weight tying beats the untied softmax", "tied", "untied",
+                  "+0.1 to +0.6 BLEU (Table 2)"),
+        ),
+        notes="CPU size (1-layer biLSTM/LSTM 256, 4K joint BPE, 2,048-token batches), "
+              "not the paper's 2-layer 512 LSTM with 32K/128K vocabularies. The three "
+              "ablations (Eq. 6, 7a, 7b) and d_j 256/1024 run one seed.",
+    ),
+    "liu": Study(
+        title="Shared-private bilingual embeddings (Liu et al. 2019)",
+        paper="liu2019",
+        arms={
+            "vanilla": Arm("transformer-cpu"),
+            "decoder-wt": Arm("transformer-cpu-decoder-wt"),
+            "shared-private": Arm("transformer-cpu-shared-private"),
+        },
+        baseline="decoder-wt",
+        claims=(
+            Claim("Shared-private beats decoder weight tying", "shared-private",
+                  "decoder-wt", "+0.7 to +1.3 BLEU (Table 1)"),
+            Claim("Shared-private beats the vanilla Transformer", "shared-private",
+                  "vanilla", "+0.9 to +1.8 BLEU (Table 1)"),
+        ),
+        notes="transformer-cpu (pre-norm 3+3 layers, 256/1024, 4K joint BPE).",
+    ),
+    "jauregi": Study(
+        title="ReWE: regressing word embeddings (Jauregi Unanue et al. 2019)",
+        paper="jauregi2019",
+        arms={
+            "plain": Arm("lstm-cpu"),
+            "rewe-1": Arm("lstm-cpu-rewe", (("train.rewe", {"weight": 1.0,
+                                                            "distance": "cosine"}),),
+                          core=False),
+            "rewe-5": Arm("lstm-cpu-rewe", (("train.rewe", {"weight": 5.0,
+                                                            "distance": "cosine"}),),
+                          core=False),
+            "rewe-20": Arm("lstm-cpu-rewe"),
+        },
+        baseline="plain",
+        claims=(
+            Claim("ReWE (λ = 20, cosine) beats the plain model", "rewe-20", "plain",
+                  "+0.4 to +1.5 BLEU (Table 2)"),
+        ),
+        notes="The plain model is lstm-cpu (joint head); ReWE regresses frozen 300-d "
+              "FastText vectors trained on the target side. λ 1 and 5 run one seed.",
+    ),
+    "kumar": Study(
+        title="Continuous outputs with the vMF loss (Kumar & Tsvetkov 2019)",
+        paper="kumar2019",
+        arms={
+            "softmax": Arm("lstm-cpu-vmf-softmax",
+                           decodings=(("beam5", {"beam_size": 5}),)),
+            "vmf": Arm("lstm-cpu-vmf", decodings=(("beam5", {"beam_size": 5}),)),
+        },
+        baseline="softmax",
+        claims=(
+            Claim("vMF outputs reach the softmax's BLEU in the same wall clock", "vmf",
+                  "softmax", "about equal BLEU, 2.5x faster training (Tables 2-3)"),
+        ),
+        minutes=10.0,
+        notes="Equal wall clock (10 minutes of training each) on 2 CPU cores; separate 4K "
+              "vocabularies; greedy and beam-5 decoding.",
+    ),
+}
+
+
+# -- running ---------------------------------------------------------------------------
+def _key(value):
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def budget_name(steps=None, minutes=None):
+    return f"{minutes:g}min" if minutes else f"{steps}"
+
+
+def arm_run_dir(runs_dir, arm, seed, steps=None, minutes=None):
+    """`RUNS_DIR/runs/<preset>[+<overrides key>]/s<seed>-<budget>`."""
+    name = arm.preset + (f"+{_key(arm.overrides)}" if arm.overrides else "")
+    return os.path.join(runs_dir, "runs", name, f"s{seed}-{budget_name(steps, minutes)}")
+
+
+def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
+    """The shared tokenizer of this data configuration, built once.
+
+    Returns the directory holding `tokenizer.json` and the SentencePiece
+    model(s), trained with `TOKENIZER_SEED` on the preset's cleaned training split.
+    """
+    from tf_outheads import data as tfo_data
+    from zoo.presets import get_preset
+    from zoo.train import load_splits
+
+    preset = get_preset(preset_name, overrides)
+    data_config = preset["data"]
+    relevant = {k: data_config[k] for k in (
+        "source_column", "target_column", "strip_target_suffixes", "max_length",
+        "max_length_ratio", "vocab_size", "joint_vocabulary", "tokenizer_type")}
+    # The corpus by name and size, not by path: a checkout elsewhere finds its tokenizers.
+    relevant["corpus"] = [os.path.basename(data_config["corpus"]),
+                          os.path.getsize(data_config["corpus"])]
+    directory = os.path.join(runs_dir, "tokenizers", _key(relevant))
+    if not os.path.exists(os.path.join(directory, "tokenizer.json")):
+        splits = load_splits(data_config, log=lambda *_: None)
+        tfo_data.build_tokenizers(
+            splits["train"].sources, splits["train"].targets, directory,
+            vocab_size=data_config["vocab_size"], joint=data_config["joint_vocabulary"],
+            model_type=data_config["tokenizer_type"], seed=TOKENIZER_SEED)
+        with open(os.path.join(directory, "data_config.json"), "w", encoding="utf-8") as f:
+            json.dump(relevant, f, indent=2)
+        log(f"[study] tokenizer for {preset_name} → {directory}")
+    return directory
+
+
+def _literal(value):
+    return repr(value)
+
+
+def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log=print):
+    """Trains one arm for one seed (unless finished); returns its run directory.
+
+    The run is `tf-outheads train` in a subprocess (its log in `train.log`) with
+    the arm's overrides plus `train.seed`, the step or time budget, evaluation
+    every `eval_every` steps, no early stopping, and the shared tokenizer.
+    """
+    run_dir = arm_run_dir(runs_dir, arm, seed, steps, minutes)
+    if not os.path.exists(os.path.join(run_dir, "results.json")):
+        source = tokenizer_dir(runs_dir, arm.preset, arm.override_dict(), log=log)
+        os.makedirs(run_dir, exist_ok=True)
+        for name in os.listdir(source):
+            if name.startswith("spm_") or name == "tokenizer.json":
+                if not os.path.exists(os.path.join(run_dir, name)):
+                    shutil.copy(os.path.join(source, name), os.path.join(run_dir, name))
+        overrides = dict(arm.overrides)
+        overrides.update({
+            "data.tokenizer_seed": TOKENIZER_SEED,
+            "train.seed": seed,
+            "train.max_steps": None if minutes else steps,
+            "train.max_minutes": minutes,
+            "train.steps_per_epoch": eval_every,
+            "train.patience": None,
+        })
+        command = [sys.executable, "-m", "zoo.cli", "train", "--preset", arm.preset,
+                   "--run-dir", run_dir]
+        for key, value in overrides.items():
+            command += ["--set", f"{key}={_literal(value)}"]
+        log(f"[study] {arm.preset} seed {seed} ({budget_name(steps, minutes)}) → {run_dir}")
+        env = dict(os.environ, TF_OUTHEADS_QUIET="1", TF_CPP_MIN_LOG_LEVEL="2")
+        with open(os.path.join(run_dir, "train.log"), "a", encoding="utf-8") as out:
+            subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=True,
+                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for suffix, options in arm.decodings:
+        _decode_variant(run_dir, suffix, dict(options), log=log)
+    return run_dir
+
+
+def _decode_variant(run_dir, suffix, options, log=print):
+    """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`."""
+    from zoo.train import read_split
+
+    with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
+        data_config = json.load(f)["data"]
+    for split in ("dev", "test"):
+        output = os.path.join(run_dir, f"{split}.{suffix}.hyp")
+        if os.path.exists(output):
+            continue
+        source = os.path.join(run_dir, f"{split}.src")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write("\n".join(read_split(data_config, split, log=lambda *_: None).sources)
+                    + "\n")
+        command = [sys.executable, "-m", "zoo.cli", "translate", "--run-dir", run_dir,
+                   "--input", source, "--output", output + ".tmp"]
+        for name, value in options.items():
+            command += [f"--{name.replace('_', '-')}", str(value)]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        os.replace(output + ".tmp", output)
+        log(f"[study] {run_dir}: {split} decoded with {options} → {output}")
+
+
+def study_seeds(study, arm_name, seeds=None):
+    if seeds is not None:
+        return tuple(seeds)
+    return CORE_SEEDS if study.arms[arm_name].core else SWEEP_SEEDS
+
+
+def run_study(name, runs_dir=DEFAULT_RUNS_DIR, arms=None, seeds=None, steps=None, log=print):
+    """Trains every missing (arm, seed) of study `name`, one after the other."""
+    study = _study(name)
+    arms = list(arms or study.arms)
+    unknown = [a for a in arms if a not in study.arms]
+    if unknown:
+        raise ValueError(f"Study {name!r} has no arm {unknown[0]!r}; its arms: "
+                         f"{', '.join(study.arms)}")
+    # Seeds first, so that an interrupted study has every arm at the first seed.
+    order = sorted({(i, arm) for arm in arms
+                    for i, _ in enumerate(study_seeds(study, arm, seeds))})
+    for index, arm in order:
+        seed = study_seeds(study, arm, seeds)[index]
+        train_arm(runs_dir, study.arms[arm], seed, steps=steps or study.steps,
+                  minutes=None if steps else study.minutes, eval_every=study.eval_every,
+                  log=log)
+
+
+def _study(name):
+    if name not in STUDIES:
+        raise ValueError(f"Unknown study {name!r}. Available: {', '.join(STUDIES)}")
+    return STUDIES[name]
+
+
+# -- reporting ---------------------------------------------------------------------------
+def _finished_runs(runs_dir, study, arm_name):
+    """`{seed: run_dir}` of the finished runs of one arm at the study's budget."""
+    arm = study.arms[arm_name]
+    found = {}
+    parent = os.path.dirname(arm_run_dir(runs_dir, arm, 0, study.steps, study.minutes))
+    suffix = "-" + budget_name(study.steps, study.minutes)
+    if not os.path.isdir(parent):
+        return found
+    for entry in sorted(os.listdir(parent)):
+        if entry.startswith("s") and entry.endswith(suffix):
+            run_dir = os.path.join(parent, entry)
+            if os.path.exists(os.path.join(run_dir, "results.json")):
+                found[int(entry[1:-len(suffix)])] = run_dir
+    return found
+
+
+def _primary_score(results, split):
+    (key,) = [k for k in results[split] if k.startswith("bleu[") and "+" not in k]
+    return results[split][key]["score"]
+
+
+def _hyp_name(split, variant):
+    return f"{split}.{variant}.hyp" if variant else f"{split}.hyp"
+
+
+def _variant_score(run_dir, split, variant):
+    """BLEU of a run's `split` translations (`variant`: an extra decoding or `None`)."""
+    from tf_outheads.metrics import corpus_bleu, read_lines
+    from zoo.compare import run_references
+
+    if variant is None:
+        with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+            return _primary_score(json.load(f), split)
+    path = os.path.join(run_dir, _hyp_name(split, variant))
+    return corpus_bleu(read_lines(path), run_references(run_dir, split)).score
+
+
+def _paired_p(baseline_dir, run_dir, split, variant, samples):
+    from tf_outheads.metrics import paired_significance, read_lines
+    from zoo.compare import run_references
+
+    references = run_references(baseline_dir, split)
+    systems = [("baseline", read_lines(os.path.join(baseline_dir, _hyp_name(split, variant)))),
+               ("system", read_lines(os.path.join(run_dir, _hyp_name(split, variant))))]
+    return paired_significance(systems, references, samples=samples)[1]
+
+
+def _mean_sd(values):
+    if not values:
+        return ""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _curve_means(run_dirs, reader):
+    """Mean over runs at each x all runs share."""
+    curves = [dict(zip(*reader(d))) for d in run_dirs]
+    curves = [c for c in curves if c]
+    if not curves:
+        return [], []
+    xs = sorted(set.intersection(*(set(c) for c in curves)))
+    return xs, [statistics.fmean(c[x] for c in curves) for x in xs]
+
+
+def _loss_curve(run_dir, window=50):
+    from zoo.compare import moving_average, nll_curve
+
+    steps, values = nll_curve(run_dir)
+    return steps, moving_average(values, window)
+
+
+def _bleu_curve(run_dir):
+    path = os.path.join(run_dir, "bleu.jsonl")
+    if not os.path.exists(path):
+        return [], []
+    records = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                records[record["step"]] = record["bleu"]
+    return list(records), list(records.values())
+
+
+def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000):
+    """The Markdown section of one study (and its SVG figures in `figures_dir`)."""
+    from zoo.plots import write_line_plot
+
+    study = _study(name)
+    runs = {arm: _finished_runs(runs_dir, study, arm) for arm in study.arms}
+    budget = (f"{study.minutes:g} minutes of training" if study.minutes
+              else f"{study.steps} steps")
+    lines = [f"## {study.title}", "", f"{study.notes} Budget: {budget} per run; dev BLEU "
+             f"every {study.eval_every} steps; greedy decoding unless marked. Baseline of "
+             f"the paired tests: **{study.baseline}** (sacrebleu paired bootstrap, "
+             f"{samples} resamples, each seed against the baseline's run of the same "
+             "seed).", ""]
+    baseline_runs = runs[study.baseline]
+    rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU", f"Δ test vs {study.baseline}",
+             "p test (per seed)", "p dev (per seed)", "min / run")]
+    summary = {}
+    signature = ""
+    for arm_name, arm in study.arms.items():
+        arm_runs = runs[arm_name]
+        for variant, _ in ((None, None),) + tuple(arm.decodings):
+            label = arm_name + (f" ({variant})" if variant else "")
+            if not arm_runs:
+                rows.append((label, arm.preset, "not run", "", "", "", "", "", ""))
+                continue
+            seeds = sorted(arm_runs)
+            dev = [_variant_score(arm_runs[s], "dev", variant) for s in seeds]
+            test = [_variant_score(arm_runs[s], "test", variant) for s in seeds]
+            minutes = []
+            for s in seeds:
+                with open(os.path.join(arm_runs[s], "results.json"), encoding="utf-8") as f:
+                    minutes.append(json.load(f)["train_seconds"] / 60)
+            deltas, p_test, p_dev = [], [], []
+            if arm_name != study.baseline:
+                for s in seeds:
+                    if s not in baseline_runs:
+                        continue
+                    deltas.append(test[seeds.index(s)]
+                                  - _variant_score(baseline_runs[s], "test", variant))
+                    for split, out in (("test", p_test), ("dev", p_dev)):
+                        result = _paired_p(baseline_runs[s], arm_runs[s], split, variant,
+                                           samples)
+                        out.append(result.p_value)
+                        signature = result.signature
+            summary[label] = {"seeds": seeds, "dev": dev, "test": test, "deltas": deltas,
+                              "p_test": p_test}
+            rows.append((label, arm.preset + "".join(
+                f" `{k}={json.dumps(v)}`" for k, v in arm.overrides),
+                ", ".join(map(str, seeds)), _mean_sd(dev), _mean_sd(test),
+                f"{statistics.fmean(deltas):+.2f}" if deltas else "—",
+                " / ".join(f"{p:.3f}" for p in p_test) or "—",
+                " / ".join(f"{p:.3f}" for p in p_dev) or "—",
+                f"{statistics.fmean(minutes):.1f}"))
+    lines += _markdown_table(rows)
+    if signature:
+        lines += ["", f"Test signature: `{signature}`."]
+    if figures_dir and any(runs.values()):
+        os.makedirs(figures_dir, exist_ok=True)
+        bleu = {a: _curve_means(list(r.values()), _bleu_curve) for a, r in runs.items() if r}
+        loss = {a: _curve_means(list(r.values()), _loss_curve) for a, r in runs.items() if r}
+        bleu = {a: c for a, c in bleu.items() if c[0]}
+        figures = []
+        if bleu:
+            path = os.path.join(figures_dir, f"{name}_dev_bleu.svg")
+            write_line_plot(path, bleu, title=f"{study.title}: dev BLEU (mean over seeds)",
+                            xlabel="training step", ylabel="BLEU")
+            figures.append(path)
+        if any(c[0] for c in loss.values()):
+            path = os.path.join(figures_dir, f"{name}_loss.svg")
+            write_line_plot(path, {a: c for a, c in loss.items() if c[0]},
+                            title=f"{study.title}: training loss (moving average of 50 "
+                                  "steps, mean over seeds)",
+                            xlabel="training step", ylabel="loss")
+            figures.append(path)
+        base = os.path.dirname(os.path.dirname(figures[0])) if figures else ""
+        lines += [""] + [f"![{os.path.basename(p)}]({os.path.relpath(p, base)})"
+                         for p in figures]
+    lines += ["", "Claims:", ""]
+    for claim in study.claims:
+        lines.append(f"- {claim.text} (paper: {claim.paper_delta}): "
+                     f"{claim_verdict(summary.get(claim.arm), summary.get(claim.baseline), claim)}")
+    return "\n".join(lines) + "\n"
+
+
+def claim_verdict(arm, baseline, claim):
+    """Whether a claim held: the arm beat the baseline on test BLEU in the mean, and
+    significantly (p < 0.05 against the baseline's run of the same seed) in most
+    seeds. Against a baseline other than the study's, the means alone are compared."""
+    if not arm or not baseline:
+        return "**not measured yet**"
+    if len(arm["seeds"]) < 3 or len(baseline["seeds"]) < 3:
+        scope = f"only {min(len(arm['seeds']), len(baseline['seeds']))} seed(s): "
+    else:
+        scope = ""
+    delta = statistics.fmean(arm["test"]) - statistics.fmean(baseline["test"])
+    if claim.baseline == _claim_study_baseline(claim) and arm["p_test"]:
+        significant = sum(p < ALPHA for p in arm["p_test"])
+        if delta > 0 and significant * 2 > len(arm["p_test"]):
+            verdict = "**holds**"
+        elif delta > 0:
+            verdict = "**not reproduced** (ahead in the mean, not significantly)"
+        else:
+            verdict = "**not reproduced**"
+        return (f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU, p < {ALPHA} in "
+                f"{significant} of {len(arm['p_test'])} seeds")
+    verdict = "**holds in the mean**" if delta > 0 else "**not reproduced**"
+    return f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU (no paired test against this arm)"
+
+
+def _claim_study_baseline(claim):
+    for study in STUDIES.values():
+        if claim in study.claims:
+            return study.baseline
+    return None
+
+
+def _markdown_table(rows):
+    header, *body = rows
+    return (["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+            + ["| " + " | ".join(str(c) for c in row) + " |" for row in body])
+
+
+def machine_description():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    import tensorflow as tf
+
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"TensorFlow {tf.__version__}")
+
+
+def write_results(runs_dir=DEFAULT_RUNS_DIR, output=os.path.join("docs", "results.md"),
+                  studies=None, samples=1000, log=print):
+    """Writes the results page from the run directories; returns its path."""
+    figures_dir = os.path.join(os.path.dirname(output) or ".", "results")
+    sections = [study_report(name, runs_dir, figures_dir, samples)
+                for name in (studies or STUDIES)]
+    text = "\n".join([
+        "# Results: which output layer is better?", "",
+        "Written by `tf-outheads results` from the run directories of `tf-outheads study` "
+        "(do not edit by hand). Every arm of a study trains on the same pieces for the same "
+        "budget; seeds are the model's (the tokenizer is shared). The baselines are checked "
+        "against OpenNMT-py by `benchmarks/peer_opennmt.py` (benchmarks/README.md). Mean ± "
+        "sd over seeds; a claim holds when the arm is ahead in the mean and significantly "
+        f"(p < {ALPHA}) ahead in most seeds.", "",
+        f"Machine: {machine_description()}.", "",
+        *sections,
+    ])
+    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+    with open(output + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(output + ".tmp", output)
+    log(f"[results] {output}")
+    return output
