@@ -531,9 +531,19 @@ TRAINING_DEFAULTS = {
     "nonfinite": "raise",
     "average_last": None,
 }
+# Keys every preset has, so that `--set` reaches them everywhere: a ReWE head and its
+# loss weight (None: none), unknown-word replacement at decoding, shared-private
+# embeddings (None: separate tables).
+MODEL_DEFAULTS = {"rewe": None, "shared_private": None}
+DECODE_DEFAULTS = {"replace_unk": False}
 for _preset in PRESETS.values():
     for _key, _value in TRAINING_DEFAULTS.items():
         _preset["train"].setdefault(_key, _value)
+    _preset["train"].setdefault("rewe", None)
+    for _key, _value in MODEL_DEFAULTS.items():
+        _preset["model"].setdefault(_key, _value)
+    for _key, _value in DECODE_DEFAULTS.items():
+        _preset["decode"].setdefault(_key, _value)
 # Vaswani et al. (2017) §6.1: base models are the average of the last 5 checkpoints.
 for _name, _preset in PRESETS.items():
     if _name.startswith("transformer-base"):

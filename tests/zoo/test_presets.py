@@ -82,3 +82,14 @@ def test_shared_private_presets_differ_from_their_vanilla_model_in_embeddings_on
     base = get_preset("transformer-base")["model"]
     assert (base["model_dim"], base["ffn_dim"], base["num_heads"], base["encoder_layers"],
             base["decoder_layers"]) == (512, 2048, 8, 6, 6)
+
+
+@pytest.mark.parametrize("setting,value", [
+    ("decode.replace_unk", True), ("model.rewe", None), ("train.rewe", None),
+    ("model.shared_private", None), ("train.optimizer", "lazy_adam"),
+    ("train.learning_rate_schedule", None), ("train.adam_epsilon", 1e-9),
+    ("train.adam_beta_2", 0.98), ("train.global_clipnorm", None), ("data.tokenizer_seed", 7)])
+def test_documented_keys_are_settable_on_every_preset(setting, value):
+    section, _, key = setting.partition(".")
+    for name in PRESETS:
+        assert get_preset(name, {setting: value})[section][key] == value, name

@@ -1,5 +1,6 @@
 """zoo.study: seeded runs on one shared tokenizer, and the results page they produce."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -167,3 +168,29 @@ def test_every_study_arm_names_a_valid_preset_and_overrides():
             get_preset(arm.preset, arm.override_dict())  # raises on an unknown key
         for claim in study.claims:
             assert claim.arm in study.arms and claim.baseline in study.arms
+
+
+def test_claim_verdicts_for_better_and_not_worse_claims(monkeypatch):
+    study = Study(title="t", paper="t", arms={"a": Arm("lstm-tiny"), "b": Arm("lstm-tiny")},
+                  baseline="b")
+    better = Claim("a beats b", "a", "b", "+1")
+    not_worse = Claim("a matches b", "a", "b", "=", kind="not_worse")
+    monkeypatch.setitem(study_module.STUDIES, "t", dataclasses.replace(
+        study, claims=(better, not_worse)))
+    base = {"seeds": [1, 2, 3], "test": [20.0, 20.0, 20.0], "p_test": []}
+
+    def arm(test, p_values):
+        return {"seeds": [1, 2, 3], "test": test, "p_test": p_values}
+
+    ahead = arm([21.0, 21.0, 21.0], [0.01, 0.02, 0.3])
+    assert study_module.claim_verdict(ahead, base, better).startswith("**holds**")
+    barely = arm([20.2, 20.1, 20.3], [0.2, 0.4, 0.3])
+    assert "not reproduced** (ahead in the mean, not significantly)" in (
+        study_module.claim_verdict(barely, base, better))
+    behind = arm([18.0, 18.5, 18.2], [0.01, 0.01, 0.04])
+    assert study_module.claim_verdict(behind, base, better).startswith("**not reproduced**:")
+    assert "significantly behind" in study_module.claim_verdict(behind, base, not_worse)
+    assert study_module.claim_verdict(barely, base, not_worse).startswith("**holds**")
+    few = {"seeds": [1], "test": [21.0], "p_test": [0.01]}
+    assert study_module.claim_verdict(few, base, better).startswith("only 1 seed(s)")
+    assert study_module.claim_verdict(None, base, better) == "**not measured yet**"

@@ -515,7 +515,7 @@ def test_transformer_base_preset_is_the_paper():
     assert preset["model"] == {
         "model_dim": 512, "ffn_dim": 2048, "num_heads": 8, "encoder_layers": 6,
         "decoder_layers": 6, "dropout": 0.1, "attention_dropout": 0.1, "ffn_dropout": 0.1,
-        "norm": "post", "head": "softmax", "shared_private": None}
+        "norm": "post", "head": "softmax", "shared_private": None, "rewe": None}
     train = preset["train"]
     assert train["model_type"] == "transformer" and train["label_smoothing"] == 0.1
     assert preset["data"]["batch_tokens"] == 25000
@@ -525,8 +525,10 @@ def test_transformer_base_preset_is_the_paper():
     assert isinstance(schedule, InverseSquareRootSchedule)
     assert (schedule.model_dim, schedule.warmup_steps, schedule.scale) == (512, 4000, 1.0)
     assert isinstance(training_loss(train)["label_smoothing"], float)
-    # The LSTM presets keep compile_for_translation's default optimizer.
-    assert build_optimizer(get_preset("lstm-cpu")) is None
+    # The LSTM presets have OpenNMT-py's recipe: ε 1e-8, global norm clipping, no schedule.
+    lstm = build_optimizer(get_preset("lstm-cpu"))
+    assert (lstm.epsilon, lstm.global_clipnorm, lstm.clipnorm) == (1e-8, 5.0, None)
+    assert float(lstm.learning_rate) == pytest.approx(5e-3)
 
 
 def test_transformer_cpu_preset_builds_and_trains_a_step():
