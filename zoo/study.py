@@ -558,7 +558,8 @@ def write_results(runs_dir=DEFAULT_RUNS_DIR, output=os.path.join("docs", "result
         "budget; seeds are the model's (the tokenizer is shared). The baselines are checked "
         "against OpenNMT-py by `benchmarks/peer_opennmt.py` (benchmarks/README.md). Mean ± "
         "sd over seeds; a claim holds when the arm is ahead in the mean and significantly "
-        f"(p < {ALPHA}) ahead in most seeds.", "",
+        f"(p < {ALPHA}) ahead in most seeds. \"min / run\" is the wall clock of training "
+        "(dev evaluations included), which grows when other jobs share the machine.", "",
         f"Machine: {machine_description()}.", "",
         *sections,
     ])
