@@ -240,9 +240,10 @@ def tokenizer_decode(processor, line):
 
 
 def corpus_bleu(hypotheses, references):
-    import sacrebleu
+    """sacrebleu's BLEU as the zoo reports it (`tf_outheads.metrics.corpus_bleu`)."""
+    from tf_outheads.metrics import corpus_bleu as score
 
-    return sacrebleu.corpus_bleu(hypotheses, [references]).score
+    return score(hypotheses, references).score
 
 
 # -- ours -------------------------------------------------------------------------------

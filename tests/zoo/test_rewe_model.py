@@ -451,6 +451,7 @@ def test_cpu_pair_differs_only_by_rewe():
     assert rewe["train"].pop("rewe") == {"weight": 20.0, "distance": "cosine"}
     assert rewe["data"].pop("target_vectors")["dim"] == 300
     plain["data"].pop("target_vectors")
+    assert plain["model"].pop("rewe") is None and plain["train"].pop("rewe") is None
     for section in ("data", "model", "train", "decode"):
         assert rewe[section] == plain[section], section
     paper, paper_plain = get_preset("lstm-rewe-paper"), get_preset("lstm-rewe-paper-plain")
