@@ -101,12 +101,17 @@ def _study(args):
 
     seeds = _int_tuple(args.seeds) if args.seeds else None
     arms = [a for a in args.arms.split(",") if a] if args.arms else None
-    run_study(args.name, args.runs_dir, arms=arms, seeds=seeds, steps=args.steps)
+    run_study(args.name, args.runs_dir, arms=arms, seeds=seeds, steps=args.steps,
+              records_dir=args.records_dir or None)
 
 
 def _results(args):
-    from zoo.study import write_results
+    from zoo.study import collect_records, write_results
 
+    if args.collect_from:
+        count = collect_records(args.collect_from, args.runs_dir, log=lambda *_: None)
+        print(f"[results] {count} finished run(s) of {args.collect_from} recorded in "
+              f"{args.runs_dir}")
     write_results(args.runs_dir, args.output, studies=args.studies, samples=args.samples)
 
 
@@ -266,7 +271,7 @@ def build_parser():
                          help="resamples (bs) or trials (ar) of the test (default 1000)")
     compare.set_defaults(func=_compare)
 
-    from zoo.study import DEFAULT_RUNS_DIR, STUDIES
+    from zoo.study import DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES
 
     study = commands.add_parser(
         "study", help="train the seeded runs of a head comparison (docs/results.md)")
@@ -278,11 +283,19 @@ def build_parser():
     study.add_argument("--seeds", help="comma-separated seeds (default: 1234,1,2 for the "
                                        "core arms, 1234 for sweeps)")
     study.add_argument("--steps", type=int, help="step budget (default: the study's)")
+    study.add_argument("--records-dir", default=RECORDS_DIR,
+                       help="where each finished run's light files (scores, curves, "
+                            f"translations, references) are copied (default {RECORDS_DIR}; "
+                            "'' for none)")
     study.set_defaults(func=_study)
 
     results = commands.add_parser(
         "results", help="write the results page (tables, p-values, curves) from the study runs")
-    results.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR)
+    results.add_argument("--runs-dir", default=RECORDS_DIR,
+                         help=f"run records (or run directories) to read (default {RECORDS_DIR})")
+    results.add_argument("--collect-from", metavar="RUNS_DIR",
+                         help="first record the finished runs of this study directory (e.g. "
+                              f"{DEFAULT_RUNS_DIR}) in --runs-dir")
     results.add_argument("--output", default=os.path.join("docs", "results.md"))
     results.add_argument("--studies", nargs="+", choices=sorted(STUDIES),
                          help="default: every study")

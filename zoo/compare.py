@@ -75,9 +75,14 @@ def _summary(run_dir, label):
 
 def run_references(run_dir, split):
     """The reference stream a run was scored against on `split` (its preset's corpus,
-    target column, known boilerplate stripped: `zoo.train.read_split`)."""
+    target column, known boilerplate stripped: `zoo.train.read_split`), or the
+    `<split>.ref` file of a run record (`zoo.study.record_run`)."""
+    from tf_outheads.metrics import read_lines
     from zoo.train import read_split
 
+    recorded = os.path.join(run_dir, f"{split}.ref")
+    if os.path.exists(recorded):
+        return read_lines(recorded)
     path = os.path.join(run_dir, "preset.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: not a run directory (written by `tf-outheads train`)")

@@ -5,14 +5,19 @@ of steps (or the same wall clock) on the same pieces, for several seeds, with on
 arm as the baseline of each paired test. Two commands:
 
     tf-outheads study pappas [--seeds 1234,1,2] [--arms tied,joint-512] [--runs-dir runs/study]
-    tf-outheads results [--runs-dir runs/study] [--output docs/results.md]
+    tf-outheads results [--collect-from runs/study] [--output docs/results.md]
 
 `study` trains what is missing, one run at a time, each in its own run directory
 (`RUNS_DIR/runs/<preset>[+<overrides>]/s<seed>-<budget>`), which resumes after an
-interruption and is skipped once finished. Every run of a study copies one
+interruption and is skipped once finished. A finished run is then *recorded*:
+its light files (scores, BLEU history, per-step losses, the dev/test
+translations and the references they were scored against; not the weights)
+are copied to the same place under `RECORDS_DIR` (`docs/results/study`),
+which is committed, so the results page can be rewritten and its paired tests
+redone on any checkout, after the machine that trained the runs is gone. Every run of a study copies one
 tokenizer (`RUNS_DIR/tokenizers/<data key>`): SentencePiece trained twice on the
 same text with the same seed in two processes gives different pieces, which
-would confound the comparison. `results` reads the run directories and writes
+would confound the comparison. `results` reads the records and writes
 the page: mean ± sd over seeds of dev and test BLEU, sacrebleu's paired
 bootstrap test of each seed against the baseline's run of the same seed (test
 and dev p-values), dev BLEU and training-loss curves as SVG, the time of each
@@ -32,6 +37,9 @@ import subprocess
 import sys
 
 DEFAULT_RUNS_DIR = os.path.join("runs", "study")
+# The committed copy of every finished run's light files (`record_run`).
+RECORDS_DIR = os.path.join("docs", "results", "study")
+RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv")
 # SentencePiece's seed for every run of every study (data.tokenizer_seed).
 TOKENIZER_SEED = 1234
 CORE_SEEDS = (1234, 1, 2)
@@ -225,12 +233,15 @@ def _literal(value):
     return repr(value)
 
 
-def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log=print):
+def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log=print,
+              records_dir=None):
     """Trains one arm for one seed (unless finished); returns its run directory.
 
     The run is `tf-outheads train` in a subprocess (its log in `train.log`) with
     the arm's overrides plus `train.seed`, the step or time budget, evaluation
     every `eval_every` steps, no early stopping, and the shared tokenizer.
+    With `records_dir`, the finished run (and its extra decodings) is recorded
+    there (`record_run`).
     """
     run_dir = arm_run_dir(runs_dir, arm, seed, steps, minutes)
     if not os.path.exists(os.path.join(run_dir, "results.json")):
@@ -260,7 +271,53 @@ def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log
                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for suffix, options in arm.decodings:
         _decode_variant(run_dir, suffix, dict(options), log=log)
+    if records_dir:
+        record_run(run_dir, runs_dir, records_dir, log=log)
     return run_dir
+
+
+def record_run(run_dir, runs_dir, records_dir, log=print):
+    """Copies a finished run's light files to the same relative place under `records_dir`.
+
+    Recorded: `RECORD_FILES`, every `*.hyp` (dev, test and extra decodings), and
+    `<split>.ref`, the references the run was scored against
+    (`zoo.compare.run_references`), so that a record needs neither the corpus
+    nor the weights. Files are replaced atomically; returns the record's path.
+
+    Raises:
+        FileNotFoundError: `run_dir` has no `results.json` (not finished).
+    """
+    from zoo.compare import run_references
+
+    if not os.path.exists(os.path.join(run_dir, "results.json")):
+        raise FileNotFoundError(f"{os.path.join(run_dir, 'results.json')}: the run has not "
+                                "finished; only finished runs are recorded")
+    target = os.path.join(records_dir, os.path.relpath(run_dir, runs_dir))
+    os.makedirs(target, exist_ok=True)
+    names = [n for n in os.listdir(run_dir) if n in RECORD_FILES or n.endswith(".hyp")]
+    for name in names:
+        shutil.copyfile(os.path.join(run_dir, name), os.path.join(target, name + ".tmp"))
+        os.replace(os.path.join(target, name + ".tmp"), os.path.join(target, name))
+    for split in ("dev", "test"):
+        path = os.path.join(target, f"{split}.ref")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write("\n".join(run_references(run_dir, split)) + "\n")
+        os.replace(path + ".tmp", path)
+    log(f"[study] recorded {run_dir} → {target}")
+    return target
+
+
+def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
+    """Records every finished run under `runs_dir/runs` (`record_run`); returns their count."""
+    count = 0
+    root = os.path.join(runs_dir, "runs")
+    for arm_name in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        for entry in sorted(os.listdir(os.path.join(root, arm_name))):
+            run_dir = os.path.join(root, arm_name, entry)
+            if os.path.exists(os.path.join(run_dir, "results.json")):
+                record_run(run_dir, runs_dir, records_dir, log=log)
+                count += 1
+    return count
 
 
 def _decode_variant(run_dir, suffix, options, log=print):
@@ -294,8 +351,10 @@ def study_seeds(study, arm_name, seeds=None):
     return CORE_SEEDS if study.arms[arm_name].core else SWEEP_SEEDS
 
 
-def run_study(name, runs_dir=DEFAULT_RUNS_DIR, arms=None, seeds=None, steps=None, log=print):
-    """Trains every missing (arm, seed) of study `name`, one after the other."""
+def run_study(name, runs_dir=DEFAULT_RUNS_DIR, arms=None, seeds=None, steps=None, log=print,
+              records_dir=RECORDS_DIR):
+    """Trains every missing (arm, seed) of study `name`, one after the other, and records
+    each finished run in `records_dir` (`record_run`; `None`: not recorded)."""
     study = _study(name)
     arms = list(arms or study.arms)
     unknown = [a for a in arms if a not in study.arms]
@@ -309,7 +368,7 @@ def run_study(name, runs_dir=DEFAULT_RUNS_DIR, arms=None, seeds=None, steps=None
         seed = study_seeds(study, arm, seeds)[index]
         train_arm(runs_dir, study.arms[arm], seed, steps=steps or study.steps,
                   minutes=None if steps else study.minutes, eval_every=study.eval_every,
-                  log=log)
+                  log=log, records_dir=records_dir)
 
 
 def _study(name):
@@ -545,16 +604,16 @@ def machine_description():
             f"TensorFlow {tf.__version__}")
 
 
-def write_results(runs_dir=DEFAULT_RUNS_DIR, output=os.path.join("docs", "results.md"),
+def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"),
                   studies=None, samples=1000, log=print):
-    """Writes the results page from the run directories; returns its path."""
+    """Writes the results page from the run records (or run directories); returns its path."""
     figures_dir = os.path.join(os.path.dirname(output) or ".", "results")
     sections = [study_report(name, runs_dir, figures_dir, samples)
                 for name in (studies or STUDIES)]
     text = "\n".join([
         "# Results: which output layer is better?", "",
-        "Written by `tf-outheads results` from the run directories of `tf-outheads study` "
-        "(do not edit by hand). Every arm of a study trains on the same pieces for the same "
+        "Written by `tf-outheads results` from the run records of `tf-outheads study` "
+        f"(`{RECORDS_DIR}`: each run's scores, curves and translations; do not edit by hand). Every arm of a study trains on the same pieces for the same "
         "budget; seeds are the model's (the tokenizer is shared). The baselines are checked "
         "against OpenNMT-py by `benchmarks/peer_opennmt.py` (benchmarks/README.md). Mean ± "
         "sd over seeds; a claim holds when the arm is ahead in the mean and significantly "

@@ -63,10 +63,17 @@ def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0):
 def toy_runs(corpus, tmp_path, monkeypatch):
     """3 seeds of 'weak' (the Spanish source copied) and 'strong' (the KJV, another
     English Bible), one seed of the sweep arm (the KJV with the first verses dropped)."""
-    from tf_outheads import data as tfo_data
-
     study = _toy_study(corpus)
     monkeypatch.setitem(study_module.STUDIES, "toy", study)
+    runs_dir = str(tmp_path / "runs")
+    _fake_study_runs(runs_dir, study, corpus)
+    return runs_dir
+
+
+def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep")):
+    """Finished runs of the toy study's `arms`, every seed."""
+    from tf_outheads import data as tfo_data
+
     verses = {split: tfo_data.read_tsv(corpus, source="es", target="en_web",
                                        references=("en_kjv",), split=split)
               for split in ("dev", "test")}
@@ -74,12 +81,13 @@ def toy_runs(corpus, tmp_path, monkeypatch):
                "strong": {s: list(v.references["en_kjv"]) for s, v in verses.items()},
                "sweep": {s: [""] * 10 + list(v.references["en_kjv"][10:])
                          for s, v in verses.items()}}
-    runs_dir = str(tmp_path / "runs")
-    for name, hyps in systems.items():
+    run_dirs = []
+    for name in arms:
         for seed in study_module.study_seeds(study, name):
             run_dir = study_module.arm_run_dir(runs_dir, study.arms[name], seed, study.steps)
-            _fake_run(run_dir, corpus, hyps)
-    return runs_dir
+            _fake_run(run_dir, corpus, systems[name])
+            run_dirs.append(run_dir)
+    return run_dirs
 
 
 def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_path):
@@ -194,3 +202,41 @@ def test_claim_verdicts_for_better_and_not_worse_claims(monkeypatch):
     few = {"seeds": [1], "test": [21.0], "p_test": [0.01]}
     assert study_module.claim_verdict(few, base, better).startswith("only 1 seed(s)")
     assert study_module.claim_verdict(None, base, better) == "**not measured yet**"
+
+
+def test_records_rewrite_the_same_page_without_the_corpus_or_the_weights(corpus, tmp_path,
+                                                                         monkeypatch):
+    """A run record (`record_run`) holds what `results` needs: the page written from the
+    records, with the corpus gone, equals the page written from the run directories."""
+    import shutil
+
+    own_corpus = str(tmp_path / "own.tsv")
+    shutil.copyfile(corpus, own_corpus)
+    study = _toy_study(own_corpus)
+    monkeypatch.setitem(study_module.STUDIES, "toy", study)
+    runs_dir = str(tmp_path / "runs")
+    for run_dir in _fake_study_runs(runs_dir, study, own_corpus, arms=("weak", "strong")):
+        with open(os.path.join(run_dir, "model.keras"), "wb") as f:
+            f.write(b"weights")
+    output = str(tmp_path / "docs" / "results.md")
+    study_module.write_results(runs_dir, output, studies=["toy"], samples=100)
+    from_runs = open(output, encoding="utf-8").read()
+
+    records = str(tmp_path / "records")
+    assert study_module.collect_records(runs_dir, records, log=lambda *_: None) == 6
+    os.remove(own_corpus)
+    shutil.rmtree(runs_dir)
+    study_module.write_results(records, output, studies=["toy"], samples=100)
+    assert open(output, encoding="utf-8").read() == from_runs
+    record = study_module.arm_run_dir(records, study.arms["strong"], 1, study.steps)
+    assert sorted(os.listdir(record)) == [
+        "bleu.jsonl", "dev.hyp", "dev.ref", "loss_curves.csv", "preset.json", "results.json",
+        "test.hyp", "test.ref"]
+
+
+def test_an_unfinished_run_is_not_recorded(tmp_path):
+    run_dir = tmp_path / "runs" / "runs" / "lstm-tiny" / "s1-4"
+    run_dir.mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="has not finished"):
+        study_module.record_run(str(run_dir), str(tmp_path / "runs"), str(tmp_path / "rec"))
+    assert study_module.collect_records(str(tmp_path / "runs"), str(tmp_path / "rec")) == 0
