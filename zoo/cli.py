@@ -12,6 +12,11 @@ import ast
 import json
 import os
 import sys
+import traceback
+
+
+class CommandError(ValueError):
+    """A user error of a command: printed as one `error: ...` line, exit status 2."""
 
 
 def parse_overrides(pairs):
@@ -21,7 +26,7 @@ def parse_overrides(pairs):
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
         if not sep:
-            raise SystemExit(f"--set expects section.key=value. Received: --set {pair}")
+            raise CommandError(f"--set expects section.key=value. Received: --set {pair}")
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -43,7 +48,9 @@ def _train(args):
     for name in ("strategy", "num_gpus", "precision", "accumulation_steps"):
         if getattr(args, name) is not None:
             overrides[f"train.{name}"] = getattr(args, name)
-    run_dir = args.run_dir or os.path.join("runs", args.preset)
+    from zoo.presets import DEFAULT_PRESET
+
+    run_dir = args.run_dir or os.path.join("runs", args.preset or DEFAULT_PRESET)
     run_training(args.preset, run_dir, overrides)
 
 
@@ -62,7 +69,7 @@ def _average(args):
     model = load_run(args.run_dir)[0]
     paths = BackupManager(os.path.join(args.run_dir, "backup")).last(args.last)
     if len(paths) < args.last:
-        raise SystemExit(f"error: {os.path.join(args.run_dir, 'backup')} holds {len(paths)} "
+        raise CommandError(f"{os.path.join(args.run_dir, 'backup')} holds {len(paths)} "
                          f"backup(s); --last {args.last} needs as many (train.keep_backups)")
     average_checkpoints(model, paths)
     output = args.output or os.path.join(args.run_dir, "model.averaged.keras")
@@ -72,14 +79,22 @@ def _average(args):
 
 def _translate(args):
     from tf_outheads.decoding.translate import Translator
-    from tf_outheads.metrics import read_lines
+    from tf_outheads.metrics import read_lines, split_lines
     from zoo.train import load_run
 
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
-    sources = read_lines(args.input) if args.input != "-" else sys.stdin.read().splitlines()
+    # Lines end at "\n" only, for a file and for standard input alike (not at U+2028,
+    # form feeds or U+0085, which str.splitlines would split on).
+    sources = (read_lines(args.input) if args.input != "-"
+               else split_lines(sys.stdin.buffer.read(), "<stdin>"))
     options = dict(preset["decode"])
     _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk"))
-    hypotheses = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
+    translator = Translator(model, source_tokenizer, target_tokenizer, **options)
+    hypotheses = translator.translate(sources)
+    cut = getattr(translator, "truncated_count", 0)
+    if cut:
+        print(f"[translate] {cut} of {len(sources)} source line(s) had more pieces than the "
+              "model reads and were cut", file=sys.stderr)
     text = "\n".join(hypotheses) + ("\n" if hypotheses else "")
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -133,11 +148,7 @@ def _export(args):
     options = export_options(preset["decode"])
     _override(options, args, ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
                               "beam_sizes", "max_source_length"))
-    try:
-        path = export_translator(model, source_tokenizer, target_tokenizer, args.output,
-                                 **options)
-    except ValueError as error:  # an option out of range
-        raise SystemExit(f"error: {error}")
+    path = export_translator(model, source_tokenizer, target_tokenizer, args.output, **options)
     print(f"[export] SavedModel written to {path} (signatures serving_default, translate; "
           f"see serving/README.md)")
 
@@ -174,7 +185,7 @@ def _evaluate(args):
     try:
         results = evaluate_translations(hypotheses, references, primary=primary)
     except ValueError as error:
-        raise SystemExit(f"error: {args.hypotheses}: {error}")
+        raise CommandError(f"{args.hypotheses}: {error}") from None
     print(format_report(results))
     report = {name: {"score": s.score, "signature": s.signature} for name, s in results.items()}
     if args.run_dir:
@@ -194,10 +205,14 @@ def build_parser():
 
     parser = argparse.ArgumentParser(prog="tf-outheads", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an error, not just its message")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a preset, print dev/test BLEU")
-    train.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
+    train.add_argument("--preset", choices=sorted(PRESETS),
+                       help=f"default: the run directory's own preset when it has one "
+                            f"(a resume), else {DEFAULT_PRESET}")
     train.add_argument("--run-dir", help="output directory (default runs/PRESET)")
     train.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
     train.add_argument("--max-minutes", type=float, help="wall-clock training budget")
@@ -322,10 +337,29 @@ def build_parser():
     return parser
 
 
+def user_errors():
+    """The exception types a command reports as one line: bad input, missing or damaged
+    files, refused run directories and options (every library check raises one)."""
+    from tf_outheads.training.backup import CheckpointError
+    from tf_outheads.training.trainer import NonFiniteLossError
+
+    return (ValueError, OSError, CheckpointError, NonFiniteLossError)
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    """Runs a command; a user error is printed as one `error: ...` line with exit status 2
+    (its traceback with `--debug`); any other exception is a bug and keeps its traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args.func(args)
+    try:
+        args.func(args)
+    except user_errors() as error:
+        if args.debug:
+            traceback.print_exc()
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

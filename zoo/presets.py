@@ -404,7 +404,13 @@ def get_preset(name, overrides=None):
     """
     if name not in PRESETS:
         raise ValueError(f"Unknown preset. Available: {sorted(PRESETS)}. Received: preset={name!r}")
-    preset = copy.deepcopy(PRESETS[name])
+    return apply_overrides(PRESETS[name], overrides, name)
+
+
+def apply_overrides(preset, overrides, name):
+    """A deep copy of the preset dict `preset` (named `name` in errors) with dotted
+    overrides applied; an override must name a key the preset has (see `get_preset`)."""
+    preset = copy.deepcopy(preset)
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         if section not in ("data", "model", "train", "decode") or key not in preset[section]:

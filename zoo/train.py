@@ -4,11 +4,14 @@ Everything here is a few calls into `tf_outheads`; the CLI (`zoo.cli`) is a thin
 layer over `run_training`, `translate_file` and `evaluate_files`.
 """
 
+import contextlib
 import csv
+import fcntl
 import functools
 import json
 import os
 import time
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -28,7 +31,7 @@ from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model
 from zoo.lstm import LSTMSeq2Seq
 from zoo.plots import write_line_plot
-from zoo.presets import get_preset
+from zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
 from zoo.shared_private import FIGURE_FILE, PAIRS_FILE, resolve_pairs, write_pair_figure
 from zoo.transformer import TransformerSeq2Seq
 
@@ -39,6 +42,126 @@ LEARNING_RATE_SCHEDULES = {"inverse_sqrt": InverseSquareRootSchedule}
 LOSSES = {"vmf": VMFLoss, "cosine": CosineEmbeddingLoss, "mse": MSEEmbeddingLoss}
 # `train.optimizer` by name.
 OPTIMIZERS = {"adam": keras.optimizers.Adam, "lazy_adam": LazyAdam}
+# Settings a resumed run may change: budgets, evaluation, backups, the strategy
+# (every other `data`, `model` and `train` key shapes the model, its variables,
+# its pieces or its data order, which the run's backups and tokenizer hold).
+RESUMABLE_TRAIN_KEYS = frozenset({
+    "max_steps", "max_minutes", "epochs", "steps_per_epoch", "patience",
+    "backup_every_n_steps", "keep_backups", "nonfinite", "average_last", "strategy",
+    "num_gpus"})
+PRESET_FILE = "preset.json"
+LOCK_FILE = ".lock"
+
+
+class RunDirectoryError(ValueError):
+    """A run directory that cannot take this command: another preset, or in use."""
+
+
+def stored_preset(run_dir):
+    """The `preset.json` of `run_dir` (`{"name": ..., "data": ..., ...}`), or `None`."""
+    path = os.path.join(run_dir, PRESET_FILE)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as error:
+        raise RunDirectoryError(f"{path}: not a readable preset file ({error})") from None
+
+
+def resolve_preset(preset_name, run_dir, overrides=None):
+    """`(name, preset)` for `tf-outheads train` on `run_dir`, refusing a mismatch.
+
+    Without `preset_name`, a run directory that has a `preset.json` supplies
+    its own preset (so `train --run-dir R` resumes R as it was trained), else
+    the default preset. With one, the stored preset must agree with it, and
+    with `overrides`, on every setting but `RESUMABLE_TRAIN_KEYS` and the
+    `decode` section. Nothing is written.
+
+    Raises:
+        RunDirectoryError: naming the run directory, both presets and the
+            settings that differ.
+    """
+    stored = stored_preset(run_dir)
+    if preset_name is None and stored is not None:
+        name = stored.get("name") or DEFAULT_PRESET
+        sections = {key: value for key, value in stored.items() if key != "name"}
+        preset = apply_overrides(sections, overrides, f"{name} (from {run_dir})")
+    else:
+        name = preset_name or DEFAULT_PRESET
+        preset = get_preset(name, overrides)
+    if stored is not None:
+        wanted = json.loads(json.dumps(preset, default=str))
+        differ = sorted(
+            f"{section}.{key}"
+            for section in ("data", "model", "train")
+            for key in set(wanted.get(section, {})) | set(stored.get(section, {}))
+            if not (section == "train" and key in RESUMABLE_TRAIN_KEYS)
+            and wanted.get(section, {}).get(key) != stored.get(section, {}).get(key))
+        if differ:
+            raise RunDirectoryError(
+                f"{run_dir} holds a run of preset {stored.get('name')!r}; this command asks "
+                f"for {name!r} with other settings ({', '.join(differ[:8])}"
+                f"{', ...' if len(differ) > 8 else ''}), which its tokenizer and backups "
+                f"do not fit. Resume it with `tf-outheads train --run-dir {run_dir}` (its own "
+                "preset; budgets, evaluation and backup settings may change), or give a new "
+                "--run-dir. Nothing was changed.")
+    return name, preset
+
+
+@contextlib.contextmanager
+def run_directory_lock(run_dir):
+    """Holds an exclusive lock on `run_dir` (`.lock`, `flock`: released when the process
+    ends, even by a kill) for as long as the block runs.
+
+    Raises:
+        RunDirectoryError: another process holds it; the message names its PID.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, LOCK_FILE)
+    stream = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stream.seek(0)
+            owner = stream.read().strip() or "unknown"
+            raise RunDirectoryError(
+                f"{run_dir} is in use by another tf-outheads process (pid {owner}; lock "
+                f"{path}). Wait for it to end, or give another --run-dir.") from None
+        stream.seek(0)
+        stream.truncate()
+        stream.write(str(os.getpid()))
+        stream.flush()
+        yield path
+    finally:
+        stream.close()
+
+
+def finished_run(run_dir, backup_dir, train_config):
+    """The stored results when `run_dir` already trained to its budget, else `None`.
+
+    Finished: `results.json` exists, no backup is newer than its step, and
+    `train.max_steps` (if set) is at most that step, or, with only a time
+    budget, the newest backup has spent it.
+    """
+    path = os.path.join(run_dir, "results.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    steps = int(results.get("steps", 0))
+    backups = (tfo_backup.BackupManager(backup_dir).checkpoints()
+               if os.path.isdir(backup_dir) else [])
+    if backups and backups[-1][0] > steps:
+        return None
+    if train_config.get("max_steps") is not None:
+        return results if steps >= train_config["max_steps"] else None
+    if train_config.get("max_minutes") and backups:
+        state = tfo_backup.verify_backup(backups[-1][1]).get("state") or {}
+        seconds = (state.get("callbacks") or {}).get("TimeLimit", {}).get("seconds", 0.0)
+        return results if seconds >= 60.0 * train_config["max_minutes"] else None
+    return None
 
 
 def read_split(data_config, split, log=print):
@@ -221,8 +344,15 @@ def prepare_target_vectors(data_config, train, target_tokenizer, run_dir, seed, 
     return table
 
 
-def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None, log=print):
+def run_training(preset_name=None, run_dir="runs/lstm-cpu", overrides=None, log=print):
     """Train, evaluate on dev and test, write translations; returns the results dict.
+
+    `preset_name` `None`: the run directory's own preset (`preset.json`), else
+    `DEFAULT_PRESET`. A run directory trained with other settings is refused
+    before anything is written (`resolve_preset`), and a directory another
+    process is training in is refused (`run_directory_lock`). A run already
+    trained to its budget is not trained again: its stored results are
+    returned (`finished_run`).
 
     Files written to `run_dir`: `preset.json`, the SentencePiece model(s) and
     `tokenizer.json`, `checkpoints/best.weights.h5`, `model.keras` (the best
@@ -244,7 +374,7 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     `run_dir/workers/<index>/` and return after training.
     """
     start = time.time()
-    preset = get_preset(preset_name, overrides)
+    preset_name, preset = resolve_preset(preset_name, run_dir, overrides)
     train_config = preset["train"]
     strategy = tfo_strategy.make_strategy(train_config["strategy"],
                                           num_gpus=train_config["num_gpus"])
@@ -253,16 +383,32 @@ def run_training(preset_name="lstm-cpu", run_dir="runs/lstm-cpu", overrides=None
     resource_dir = run_dir  # tokenizer, word pairs, vectors: the chief's, shared
     if not chief:
         run_dir = os.path.join(run_dir, "workers", str(strategy.cluster_resolver.task_id))
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, "preset.json"), "w", encoding="utf-8") as f:
-        json.dump({"name": preset_name, **preset}, f, indent=2)
-    previous_policy = keras.config.dtype_policy().name
-    tfo_strategy.set_precision(train_config["precision"])
-    try:
-        return _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strategy,
-                             chief, start, log)
-    finally:
-        keras.config.set_dtype_policy(previous_policy)
+    with run_directory_lock(run_dir):
+        if not chief:  # a worker's own directory must fit too
+            preset_name, preset = resolve_preset(preset_name, run_dir, overrides)
+        finished = finished_run(run_dir, backup_dir, train_config) if chief else None
+        if finished is not None:
+            log(f"[train] {run_dir} is already trained to step {finished.get('steps')} "
+                f"(train.max_steps {train_config.get('max_steps')}, train.max_minutes "
+                f"{train_config.get('max_minutes')}): nothing to do. Its results: "
+                f"{os.path.join(run_dir, 'results.json')}; raise --max-steps or "
+                "--max-minutes to train on.")
+            return finished
+        tfo_backup.write_atomically(
+            os.path.join(run_dir, PRESET_FILE),
+            lambda path: _write_json(path, {"name": preset_name, **preset}))
+        previous_policy = keras.config.dtype_policy().name
+        tfo_strategy.set_precision(train_config["precision"])
+        try:
+            return _run_training(preset_name, preset, run_dir, resource_dir, backup_dir,
+                                 strategy, chief, start, log)
+        finally:
+            keras.config.set_dtype_policy(previous_policy)
+
+
+def _write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
 
 
 def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strategy, chief,
@@ -447,6 +593,20 @@ class LossCurves(keras.callbacks.Callback):
         self._sums = {}
         self._epoch = 0
 
+    def on_train_begin(self, logs=None):
+        """A resumed run drops the rows of steps after its backup (it trains them again)."""
+        if not os.path.exists(self.path):
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        with open(self.path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        kept = rows[:1] + [row for row in rows[1:] if row and int(row[0]) <= step]
+        if len(kept) != len(rows):
+            def write(path):
+                with open(path, "w", encoding="utf-8", newline="") as f:
+                    csv.writer(f).writerows(kept)
+            tfo_backup.write_atomically(self.path, write)
+
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
         self._sums = {}  # Keras resets its trackers at every epoch
@@ -512,7 +672,14 @@ def load_run(run_dir):
     if not os.path.exists(model_path):
         raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
                                 "(train first: tf-outheads train --run-dir ...)")
-    model = keras.saving.load_model(model_path, safe_mode=True)
+    try:
+        model = keras.saving.load_model(model_path, safe_mode=True)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"{model_path}: not a readable .keras model, damaged or from "
+                         f"another program ({type(error).__name__}: {first_line}); "
+                         "train again, or restore it from the run's best weights with "
+                         "`tf-outheads train --run-dir` after deleting it") from None
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
         preset = json.load(f)

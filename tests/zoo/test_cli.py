@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import pytest
 
@@ -106,12 +107,14 @@ def test_evaluate_reports_bleu_chrf_and_parameters(trained_run, small_corpus, tm
     assert scores["parameters"]["embeddings"] > 0
 
 
-def test_evaluate_refuses_mismatched_line_counts(small_corpus, tmp_path):
+def test_evaluate_refuses_mismatched_line_counts(small_corpus, tmp_path, capsys):
     hypotheses = tmp_path / "short.hyp"
     hypotheses.write_text("one line only\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"short\.hyp.*30 .*1 |short\.hyp.*1 .*30"):
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["evaluate", "--hypotheses", str(hypotheses), "--corpus", small_corpus,
                   "--split", "test"])
+    assert exit_info.value.code == 2
+    assert re.match(r"error: .*short\.hyp.*(30 .*1 |1 .*30)", capsys.readouterr().err)
 
 
 def test_override_of_unknown_setting_names_it():
@@ -221,7 +224,7 @@ def test_train_takes_strategy_precision_and_accumulation(small_corpus, tmp_path)
     assert keras.config.dtype_policy().name == "float32"  # restored after the run
 
 
-def test_average_command_writes_an_averaged_model(trained_run, tmp_path):
+def test_average_command_writes_an_averaged_model(trained_run, tmp_path, capsys):
     import keras
     import numpy as np
 
@@ -230,5 +233,46 @@ def test_average_command_writes_an_averaged_model(trained_run, tmp_path):
     averaged = keras.saving.load_model(output)
     final = keras.saving.load_model(os.path.join(trained_run, "model.keras"))
     assert any(not np.allclose(a, b) for a, b in zip(averaged.get_weights(), final.get_weights()))
-    with pytest.raises(SystemExit, match="holds 2 backup"):
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["average", "--run-dir", trained_run, "--last", "5"])
+    assert exit_info.value.code == 2 and "holds 2 backup" in capsys.readouterr().err
+
+
+def test_user_errors_are_one_line_with_status_2_and_a_traceback_with_debug(tmp_path, capsys):
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "--run-dir", missing, "--input", "-"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {missing}") and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        cli.main(["--debug", "translate", "--run-dir", missing, "--input", "-"])
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_translate_reads_standard_input_by_newlines_only(trained_run, monkeypatch, capsys):
+    import io
+
+    # U+2028, a form feed and U+0085 inside lines: 3 lines in, 3 translations out.
+    text = "En el principio\u2028creó Dios\nlos cielos\x0cy\nla tierra\x85.\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8"))))
+    capsys.readouterr()
+    cli.main(["translate", "--run-dir", trained_run, "--input", "-"])
+    assert len(capsys.readouterr().out.split("\n")) == 4  # 3 lines and the final newline
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_a_damaged_model_file_is_named(trained_run, tmp_path, capsys, damage):
+    import shutil
+
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(trained_run, run_dir)
+    model_file = os.path.join(run_dir, "model.keras")
+    with open(model_file, "rb") as f:
+        data = f.read()
+    with open(model_file, "wb") as f:
+        f.write(data[:len(data) // 2] if damage == "truncated" else b"")
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--run-dir", run_dir, "--input", "-"])
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {model_file}: not a readable .keras model"), err

@@ -8,6 +8,7 @@ from tf_outheads.metrics.bleu import evaluate_translations
 from tf_outheads.metrics.bleu import format_report
 from tf_outheads.metrics.bleu import paired_significance
 from tf_outheads.metrics.bleu import read_lines
+from tf_outheads.metrics.bleu import split_lines
 from tf_outheads.metrics.params import ParameterReport
 from tf_outheads.metrics.params import parameter_report
 
@@ -22,4 +23,5 @@ __all__ = [
     "paired_significance",
     "parameter_report",
     "read_lines",
+    "split_lines",
 ]

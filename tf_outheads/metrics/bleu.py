@@ -362,7 +362,21 @@ def read_lines(path):
     ```
     """
     with open(path, "rb") as stream:
-        raw_lines = stream.read().split(b"\n")
+        return split_lines(stream.read(), path)
+
+
+def split_lines(data, name):
+    """`read_lines` of bytes already read (`name`, e.g. `"<stdin>"`, for errors).
+
+    Lines end at `\\n` only (an ending `\\r` is dropped); a leading UTF-8 byte
+    order mark is dropped.
+
+    Raises:
+        ValueError: a line is not valid UTF-8; the message names `name`, the
+            line number and the byte offset within that line.
+    """
+    path = name
+    raw_lines = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
     # A final newline ends the last line; it does not start an empty one.
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()

@@ -155,12 +155,14 @@ class BackupManager:
         """Paths of the newest `count` backups (all if fewer), oldest first."""
         return [path for _, path in self.checkpoints()[-positive_int("count", count):]]
 
-    def save(self, checkpoint, step, state):
+    def save(self, checkpoint, step, state, protect=()):
         """Write `checkpoint` (a `tf.train.Checkpoint`) as the backup of `step`.
 
         `state` is a JSON-serialisable dict stored in the manifest (epoch,
-        position in the epoch, ...). Returns the backup's path (`None` on a
-        non-chief worker).
+        position in the epoch, ...). Then older backups are pruned to the
+        newest `keep`, except those of the steps in `protect` (e.g. the best
+        model's, which a resumed run must still be able to return to).
+        Returns the backup's path (`None` on a non-chief worker).
         """
         final = os.path.join(self.directory, f"ckpt-{int(step):09d}")
         tag = uuid.uuid4().hex[:8]
@@ -193,13 +195,15 @@ class BackupManager:
             _fsync_directory(self.directory)
         finally:
             shutil.rmtree(temporary, ignore_errors=True)
-        self._prune()
+        self._prune(protect)
         return final
 
-    def _prune(self):
+    def _prune(self, protect=()):
         complete = self.checkpoints()
-        for _, path in complete[:-self.keep]:
-            shutil.rmtree(path, ignore_errors=True)
+        protect = {int(step) for step in protect}
+        for step, path in complete[:-self.keep]:
+            if step not in protect:
+                shutil.rmtree(path, ignore_errors=True)
         for name in os.listdir(self.directory):  # left by a killed save
             if name.startswith(".tmp-ckpt-"):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)

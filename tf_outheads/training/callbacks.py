@@ -1,4 +1,12 @@
-"""Keras callbacks for translation training: dev BLEU, wall-clock budget."""
+"""Keras callbacks for translation training: dev BLEU, best weights, budgets.
+
+The callbacks that keep state across steps (`BleuCallback`, `BestWeights`,
+`EarlyStopping`, `TimeLimit`) have `get_state()` / `set_state(state)` (JSON
+values): `tf_outheads.training.fit` stores their state in every backup and
+gives it back when a run resumes, so a resumed run continues the dev BLEU
+history, compares against the best score reached before the interruption,
+keeps its patience and spends only what is left of its time budget.
+"""
 
 import json
 import os
@@ -47,6 +55,22 @@ class BleuCallback(keras.callbacks.Callback):
         self._step = 0
         self._translator = None
 
+    def get_state(self):
+        return {"step": self._step, "history": [list(entry) for entry in self.history]}
+
+    def set_state(self, state):
+        """Continue from a backup's state; `bleu.jsonl` loses the lines of evaluations
+        made after that backup (the resumed run makes them again)."""
+        self._step = int(state["step"])
+        self.history = [(int(step), float(score)) for step, score in state["history"]]
+        path = os.path.join(self.output_dir, "bleu.jsonl") if self.output_dir else None
+        if path and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                lines = [line for line in f if line.strip()]
+            kept = [line for line in lines if json.loads(line)["step"] <= self._step]
+            if len(kept) != len(lines):
+                write_atomically(path, lambda temporary: _write_text(temporary, "".join(kept)))
+
     def evaluate(self):
         """Translate the dev set now; returns the `Score`."""
         if self._translator is None:
@@ -69,7 +93,8 @@ class BleuCallback(keras.callbacks.Callback):
         return score
 
     def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
+        # The trainer's step counts every step since the run's first start.
+        self._step = int((logs or {}).get("step", self._step + 1))
         if self.every_n_steps and self._step % self.every_n_steps == 0:
             self.evaluate()
 
@@ -95,21 +120,47 @@ class TimeLimit(keras.callbacks.Callback):
             raise ValueError(f"`minutes` must be > 0. Received: minutes={minutes}")
         self.minutes = minutes
         self._start = None
+        self._spent = 0.0  # seconds spent before a resume
+
+    def elapsed(self):
+        """Seconds of training so far, resumes included."""
+        return self._spent + (time.time() - self._start if self._start is not None else 0.0)
+
+    def get_state(self):
+        return {"seconds": self.elapsed()}
+
+    def set_state(self, state):
+        """A resumed run has only what is left of the budget; none left: no step."""
+        self._spent = float(state["seconds"])
+        if self.elapsed() > 60.0 * self.minutes:
+            print(f"[train] the time budget ({self.minutes:g} min) was spent before this "
+                  "resume: nothing to train", flush=True)
+            self.model.stop_training = True
 
     def on_train_begin(self, logs=None):
         self._start = time.time()
 
     def on_train_batch_end(self, batch, logs=None):
-        if time.time() - self._start > 60.0 * self.minutes:
+        if self.elapsed() > 60.0 * self.minutes:
             self.model.stop_training = True
 
 
 class StepLimit(keras.callbacks.Callback):
-    """Stop after a total number of optimizer steps (counted over all epochs)."""
+    """Stop after a total number of optimizer steps (counted over all epochs and resumes).
+
+    A run that starts (or resumes) at or past `max_steps` trains no step.
+    """
 
     def __init__(self, max_steps):
         super().__init__()
         self.max_steps = max_steps
+
+    def on_train_begin(self, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step >= self.max_steps:
+            print(f"[train] already at step {step}, max_steps is {self.max_steps}: nothing "
+                  "to train", flush=True)
+            self.model.stop_training = True
 
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) >= self.max_steps:
@@ -141,9 +192,21 @@ class BestWeights(keras.callbacks.Callback):
             raise ValueError(f"`mode` must be 'max' or 'min'. Received: mode={mode!r}")
         self.path, self.monitor, self.mode, self.chief = str(path), monitor, mode, chief
         self.best = None
+        self.best_step = None  # the training step of the best weights
+
+    def get_state(self):
+        return {"best": self.best, "best_step": self.best_step}
+
+    def set_state(self, state):
+        self.best, self.best_step = state["best"], state["best_step"]
+
+    def protected_steps(self):
+        """The best weights' step: the trainer keeps its backup, never pruned."""
+        return [] if self.best_step is None else [self.best_step]
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
+        logs = logs or {}
+        value = logs.get(self.monitor)
         if value is None or not np.isfinite(value):
             return
         value = float(value)
@@ -151,5 +214,23 @@ class BestWeights(keras.callbacks.Callback):
                                       else value >= self.best):
             return
         self.best = value
+        self.best_step = int(logs.get("step", self.model.optimizer.iterations.numpy()))
         if self.chief:
             write_atomically(self.path, self.model.save_weights)
+
+
+class EarlyStopping(keras.callbacks.EarlyStopping):
+    """`keras.callbacks.EarlyStopping` whose patience survives a resume (`get_state`)."""
+
+    def get_state(self):
+        best = None if self.best is None else float(self.best)
+        return {"wait": int(self.wait), "best": best, "best_epoch": int(self.best_epoch)}
+
+    def set_state(self, state):
+        self.wait, self.best_epoch = int(state["wait"]), int(state["best_epoch"])
+        self.best = state["best"]
+
+
+def _write_text(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -7,7 +7,8 @@ import keras
 from tf_outheads.layers.rewe_head import LOGITS_OUTPUT, REWE_OUTPUT
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
-from tf_outheads.training.callbacks import BestWeights, BleuCallback, StepLimit, TimeLimit
+from tf_outheads.training.callbacks import (BestWeights, BleuCallback, EarlyStopping, StepLimit,
+                                           TimeLimit)
 from tf_outheads.training.optimizers import LazyAdam
 
 
@@ -96,7 +97,7 @@ def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
         callbacks.append(bleu)
         monitor, mode = "val_bleu", "max"
     if patience:
-        callbacks.append(keras.callbacks.EarlyStopping(
+        callbacks.append(EarlyStopping(
             monitor=monitor, mode=mode, patience=patience, verbose=1))
     callbacks.append(BestWeights(os.path.join(run_dir, "checkpoints", "best.weights.h5"),
                                  monitor=monitor, mode=mode, chief=chief))

@@ -32,7 +32,11 @@ What one step does:
    atomic backup (`tf_outheads.training.backup`): weights, optimizer
    slots, RNG states, the data iterator's position, the epoch and step. A
    run started again with the same `backup_dir` resumes from it: the same
-   next batch, the same optimizer state.
+   next batch, the same optimizer state, and the same state of every
+   callback that keeps one (`get_state` / `set_state`: the dev BLEU history,
+   the best score so far, early stopping's patience, the time spent). A
+   backup that a callback still needs (`protected_steps`: the best model's)
+   is never pruned.
 
 With deterministic ops (`tf.config.experimental.enable_op_determinism()`)
 an interrupted and resumed run ends with the same weights as an
@@ -57,6 +61,29 @@ NONFINITE_POLICIES = ("raise", "skip")
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss was NaN or infinite; the step's update was not applied."""
+
+
+def _stateful_callbacks(callbacks):
+    """`{key: callback}` of the callbacks with `get_state`/`set_state`; the key is the
+    class name, numbered from the second of a class on (`BleuCallback`, `BleuCallback-2`)."""
+    found, counts = {}, {}
+    for callback in callbacks:
+        if callable(getattr(callback, "get_state", None)) and callable(
+                getattr(callback, "set_state", None)):
+            name = type(callback).__name__
+            counts[name] = counts.get(name, 0) + 1
+            found[name if counts[name] == 1 else f"{name}-{counts[name]}"] = callback
+    return found
+
+
+def _protected_steps(callbacks):
+    """Steps whose backups some callback still needs (`protected_steps()`)."""
+    steps = set()
+    for callback in callbacks:
+        method = getattr(callback, "protected_steps", None)
+        if callable(method):
+            steps.update(int(s) for s in method() if s is not None)
+    return sorted(steps)
 
 
 def _unpack(batch):
@@ -368,6 +395,7 @@ class Trainer:
         iterator = iter(dataset.repeat() if int(dataset.cardinality()) > 0 else dataset)
         checkpoint = self._checkpoint(iterator)
         start_epoch, start_batch, step = 0, 0, 0
+        manifest = None
         if self.backups is not None:
             manifest = self.backups.restore(checkpoint, signature=signature)
             if manifest is not None:
@@ -390,17 +418,30 @@ class Trainer:
             self._train_function = self._make_train_function()
         model.stop_training = False
 
+        stateful = _stateful_callbacks(callbacks)
+        saved_states = (manifest["state"].get("callbacks") or {}) if (
+            self.backups is not None and manifest is not None) else {}
+
         def backup(epoch, batch):
             if self.backups is None:
                 return
             self.backups.save(checkpoint, step, {
                 "epoch": epoch, "batch": batch, "step": step, "signature": signature,
-                "skipped_steps": self.skipped_steps, "time": time.time()})
+                "skipped_steps": self.skipped_steps, "time": time.time(),
+                "callbacks": {key: c.get_state() for key, c in stateful.items()}},
+                protect=_protected_steps(callbacks))
 
         with _gradients_summed_by_caller(model.optimizer):
             callback_list.on_train_begin()
+            # After on_train_begin, which resets some callbacks (EarlyStopping).
+            for key, callback in stateful.items():
+                if key in saved_states:
+                    callback.set_state(saved_states[key])
             logs = {}
-            for epoch in range(start_epoch, epochs):
+            # A callback may stop the run before its first step (a step or time
+            # budget already spent): then nothing is trained.
+            first_epoch = epochs if model.stop_training else start_epoch
+            for epoch in range(first_epoch, epochs):
                 model.reset_metrics()  # as model.fit: the loss trackers count per epoch
                 callback_list.on_epoch_begin(epoch)
                 loss_sum, token_sum = 0.0, 0.0
@@ -429,7 +470,8 @@ class Trainer:
                         backup(*position)
                     if model.stop_training:
                         break
-                epoch_logs = {**self._metric_logs(), "loss": logs.get("loss", float("nan"))}
+                epoch_logs = {**self._metric_logs(), "loss": logs.get("loss", float("nan")),
+                              "step": step}
                 if validation_data is not None:
                     model.reset_metrics()
                     val_loss = self.evaluate(validation_data)

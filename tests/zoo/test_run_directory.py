@@ -1,0 +1,203 @@
+"""Run directories: resumes keep the best model, refusals change nothing, one trainer at a time.
+
+A tiny `lstm-tiny` run on a real slice of the Bible corpus is "killed" (an
+exception raised from a callback, after the step's rows are written and before
+its backup) several times and resumed each time.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests.corpus import write_corpus_slice
+from tf_outheads.training import callbacks as callbacks_module
+from zoo import cli
+from zoo import train as train_module
+
+STEPS_PER_EPOCH = 3
+MAX_STEPS = 18
+# Dev "BLEU" of each evaluation (the tiny model's real BLEU is 0 throughout): the best
+# comes at step 6; a resumed run that forgot it would save a worse model over it.
+SCORES = {3: 1.0, 6: 5.0, 9: 2.0, 12: 3.0, 15: 4.0, 18: 0.5}
+
+
+class _Crash(Exception):
+    pass
+
+
+class _Score:
+    def __init__(self, score):
+        self.score, self.text, self.signature = score, f"BLEU = {score}", "fake"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "small.tsv", 300, 20, 20)
+
+
+def _overrides(corpus, **extra):
+    overrides = {"data.corpus": corpus, "data.vocab_size": 300,
+                 "train.steps_per_epoch": STEPS_PER_EPOCH, "train.epochs": 100,
+                 "train.max_steps": MAX_STEPS, "train.backup_every_n_steps": 1,
+                 "train.keep_backups": 1, "train.patience": None,
+                 "decode.max_length_offset": 3}
+    overrides.update(extra)
+    return overrides
+
+
+@pytest.fixture()
+def scripted_scores(monkeypatch):
+    original = callbacks_module.BleuCallback.evaluate
+
+    def evaluate(self):
+        monkeypatch.setattr(callbacks_module, "corpus_bleu",
+                            lambda hypotheses, references: _Score(SCORES[self._step]))
+        return original(self)
+
+    monkeypatch.setattr(callbacks_module.BleuCallback, "evaluate", evaluate)
+
+
+def _crash_at(monkeypatch, step, where):
+    """Raise `_Crash` once, at `step`: after its loss row ("batch") or after its dev
+    evaluation and best weights, before its backup ("epoch")."""
+    import keras
+
+    if where == "batch":
+        cls, method = train_module.LossCurves, "on_train_batch_end"
+    else:
+        cls, method = keras.callbacks.CSVLogger, "on_epoch_end"
+    original = getattr(cls, method)
+
+    def crash(self, index, logs=None):
+        original(self, index, logs)
+        if int(self.model.optimizer.iterations.numpy()) == step:
+            monkeypatch.setattr(cls, method, original)
+            raise _Crash(step)
+
+    monkeypatch.setattr(cls, method, crash)
+
+
+def _steps(path, key=None):
+    if key is None:  # loss_curves.csv
+        with open(path, encoding="utf-8") as f:
+            return [int(line.split(",")[0]) for line in f.read().splitlines()[1:]]
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line)[key] for line in f if line.strip()]
+
+
+def test_killed_and_resumed_run_keeps_its_best_model_and_continuous_history(
+        corpus, tmp_path, monkeypatch, scripted_scores):
+    run_dir = str(tmp_path / "run")
+    overrides = _overrides(corpus)
+    best_file = os.path.join(run_dir, "checkpoints", "best.weights.h5")
+    best_bytes = None
+    for step, where in ((4, "batch"), (8, "batch"), (9, "epoch"), (13, "batch"),
+                        (15, "epoch")):
+        _crash_at(monkeypatch, step, where)
+        with pytest.raises(_Crash):
+            train_module.run_training("lstm-tiny", run_dir, overrides, log=lambda *_: None)
+        # Never more steps in the curves than trained, never a step twice.
+        steps = _steps(os.path.join(run_dir, "loss_curves.csv"))
+        assert steps == list(range(1, steps[-1] + 1))
+        bleu_steps = _steps(os.path.join(run_dir, "bleu.jsonl"), "step")
+        assert bleu_steps == sorted(set(bleu_steps))
+        if step > 6:
+            # Written at step 6, the best: never replaced by the worse steps 9 to 15.
+            with open(best_file, "rb") as f:
+                best_bytes = best_bytes or f.read()
+                f.seek(0)
+                assert f.read() == best_bytes
+            # The best model's backup is kept although keep_backups is 1.
+            assert os.path.isdir(os.path.join(run_dir, "backup", "ckpt-000000006"))
+
+    results = train_module.run_training("lstm-tiny", run_dir, overrides, log=lambda *_: None)
+    assert results["steps"] == MAX_STEPS
+    assert [step for step, _ in results["dev_bleu_history"]] == sorted(SCORES)
+    assert _steps(os.path.join(run_dir, "bleu.jsonl"), "step") == sorted(SCORES)
+    assert _steps(os.path.join(run_dir, "loss_curves.csv")) == list(range(1, MAX_STEPS + 1))
+    with open(best_file, "rb") as f:
+        assert f.read() == best_bytes
+    backups = sorted(os.listdir(os.path.join(run_dir, "backup")))
+    assert backups == ["ckpt-000000006", f"ckpt-{MAX_STEPS:09d}"]
+    # The final model is the best one (step 6), not the last.
+    import keras
+
+    model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
+    final = model.get_weights()
+    model.load_weights(best_file)
+    assert all(np.array_equal(a, b) for a, b in zip(final, model.get_weights()))
+
+
+def test_a_finished_run_is_not_trained_again(corpus, tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    base = ["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", corpus,
+            "--set", "data.vocab_size=300", "--set", "train.steps_per_epoch=3",
+            "--set", "train.epochs=100", "--set", "decode.max_length_offset=3"]
+    cli.main(base + ["--max-steps", "6"])
+    model_file = os.path.join(run_dir, "model.keras")
+    stamp = os.stat(model_file).st_mtime_ns
+    with open(os.path.join(run_dir, "loss_curves.csv")) as f:
+        curves = f.read()
+    capsys.readouterr()
+    for max_steps in ("6", "4"):  # at, then below, the step reached
+        cli.main(base + ["--max-steps", max_steps])
+        assert "is already trained to step 6" in capsys.readouterr().out
+    # Without --preset: the run directory's own preset (lstm-tiny, its overrides).
+    cli.main(["train", "--run-dir", run_dir, "--max-steps", "6"])
+    assert "nothing to do" in capsys.readouterr().out
+    assert os.stat(model_file).st_mtime_ns == stamp
+    with open(os.path.join(run_dir, "loss_curves.csv")) as f:
+        assert f.read() == curves
+    # A resume without --preset trains on with the stored settings.
+    cli.main(["train", "--run-dir", run_dir, "--max-steps", "8"])
+    with open(os.path.join(run_dir, "results.json")) as f:
+        assert json.load(f)["steps"] == 8
+    with open(os.path.join(run_dir, "preset.json")) as f:
+        stored = json.load(f)
+    assert stored["name"] == "lstm-tiny" and stored["data"]["vocab_size"] == 300
+
+
+def _contents(directory):
+    """`{path: bytes}` of every file below `directory`."""
+    contents = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                contents[os.path.join(root, name)] = f.read()
+    return contents
+
+
+def test_a_refused_train_leaves_the_run_as_it_was(corpus, tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    cli.main(["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", corpus,
+              "--max-steps", "3", "--set", "data.vocab_size=300",
+              "--set", "train.steps_per_epoch=3", "--set", "decode.max_length_offset=3"])
+    before = _contents(run_dir)
+    capsys.readouterr()
+    for argv in (["--preset", "lstm-cpu-tied"],  # another preset
+                 ["--preset", "lstm-tiny", "--set", "data.vocab_size=500"],
+                 ["--set", "model.head=softmax"]):  # the stored preset, another head
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["train", "--run-dir", run_dir, "--corpus", corpus] + argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert run_dir in err and "lstm-tiny" in err and "Nothing was changed" in err
+    assert _contents(run_dir) == before
+    # The run still translates with its own tokenizer.
+    source = tmp_path / "source.txt"
+    source.write_text("En el principio creó Dios los cielos y la tierra.\n", encoding="utf-8")
+    cli.main(["translate", "--run-dir", run_dir, "--input", str(source)])
+
+
+def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
+    run_dir = str(tmp_path / "run")
+    with train_module.run_directory_lock(run_dir):
+        with pytest.raises(train_module.RunDirectoryError,
+                           match=rf"in use by another tf-outheads process \(pid {os.getpid()}"):
+            with train_module.run_directory_lock(run_dir):
+                pass
+    with train_module.run_directory_lock(run_dir):  # released
+        pass
