@@ -63,17 +63,21 @@ def _override(options, args, names):
 
 
 def _average(args):
-    from tf_outheads.training.backup import BackupManager, average_checkpoints, write_atomically
-    from zoo.train import load_run
+    import functools
 
-    model = load_run(args.run_dir)[0]
+    from tf_outheads.training.backup import BackupManager, average_checkpoints, write_atomically
+    from zoo.train import load_run, save_model
+
+    model, source_tokenizer, target_tokenizer, _ = load_run(args.run_dir)
     paths = BackupManager(os.path.join(args.run_dir, "backup")).last(args.last)
     if len(paths) < args.last:
         raise CommandError(f"{os.path.join(args.run_dir, 'backup')} holds {len(paths)} "
                          f"backup(s); --last {args.last} needs as many (train.keep_backups)")
     average_checkpoints(model, paths)
     output = args.output or os.path.join(args.run_dir, "model.averaged.keras")
-    write_atomically(output, model.save)
+    write_atomically(output, functools.partial(save_model, model,
+                                               source_tokenizer=source_tokenizer,
+                                               target_tokenizer=target_tokenizer))
     print(f"[average] mean of {', '.join(os.path.basename(p) for p in paths)} → {output}")
 
 

@@ -50,6 +50,8 @@ RESUMABLE_TRAIN_KEYS = frozenset({
     "backup_every_n_steps", "keep_backups", "nonfinite", "average_last", "strategy",
     "num_gpus"})
 PRESET_FILE = "preset.json"
+# Inside a run's `.keras` file: the fingerprints of its tokenizers (`save_model`).
+MODEL_METADATA = "tf_outheads.json"
 LOCK_FILE = ".lock"
 
 
@@ -532,7 +534,9 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     elif os.path.exists(best):
         model.load_weights(best)
     model_path = os.path.join(run_dir, "model.keras")
-    tfo_backup.write_atomically(model_path, model.save)
+    tfo_backup.write_atomically(model_path, functools.partial(
+        save_model, model, source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer))
     pairs_path = os.path.join(run_dir, PAIRS_FILE)
     if os.path.exists(pairs_path):  # Liu et al. (2019) Figure 6 for this run
         figure = write_pair_figure(model, pairs_path, os.path.join(run_dir, FIGURE_FILE))
@@ -666,8 +670,41 @@ class LossCurves(keras.callbacks.Callback):
         self.log(f"[curves] {image}")
 
 
+def save_model(model, path, source_tokenizer, target_tokenizer):
+    """`model.save(path)`, with the fingerprints of the tokenizers it was trained with
+    stored inside the `.keras` file (`MODEL_METADATA`), which `load_run` checks."""
+    model.save(path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(MODEL_METADATA, json.dumps({
+            "source_tokenizer": source_tokenizer.fingerprint,
+            "target_tokenizer": target_tokenizer.fingerprint}))
+
+
+def check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer):
+    """Refuses tokenizers other than those `model_path` was saved with (`save_model`).
+
+    A model saved without fingerprints (before they were recorded) is not checked.
+
+    Raises:
+        ValueError: naming the model file, the tokenizer directory and both
+            fingerprints.
+    """
+    with zipfile.ZipFile(model_path) as archive:
+        if MODEL_METADATA not in archive.namelist():
+            return
+        recorded = json.loads(archive.read(MODEL_METADATA))
+    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+        expected = recorded.get(f"{side}_tokenizer")
+        if expected and expected != tokenizer.fingerprint:
+            raise ValueError(
+                f"{model_path} was trained with a {side} tokenizer of fingerprint {expected}, "
+                f"but {os.path.join(run_dir, 'tokenizer.json')} and its SentencePiece model "
+                f"have {tokenizer.fingerprint}: the tokenizer files come from another run. "
+                "Put back the run's own tokenizer files; the model cannot read other ids.")
+
+
 def load_run(run_dir):
-    """The trained model and tokenizers of a run directory."""
+    """The trained model and tokenizers of a run directory (checked to belong together)."""
     model_path = os.path.join(run_dir, "model.keras")
     if not os.path.exists(model_path):
         raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
@@ -681,6 +718,7 @@ def load_run(run_dir):
                          "train again, or restore it from the run's best weights with "
                          "`tf-outheads train --run-dir` after deleting it") from None
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
+    check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
     with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
         preset = json.load(f)
     return model, source_tokenizer, target_tokenizer, preset

@@ -1,4 +1,5 @@
 import gzip
+import zlib
 
 import pytest
 
@@ -8,6 +9,8 @@ from tf_outheads.data import ParallelCorpus
 from tf_outheads.data import clean
 from tf_outheads.data import read_parallel_files
 from tf_outheads.data import read_tsv
+
+from tests.corpus import write_corpus_slice
 
 HEADER = "ref\tsplit\tes\ten_web\ten_kjv\n"
 ROWS = [
@@ -402,3 +405,76 @@ def test_zoo_splits_hold_no_web_artifacts():
     # the test split keeps every verse: stripping never drops a pair
     assert len(splits["test"]) == len(read_tsv(get_preset("lstm-cpu")["data"]["corpus"],
                                                split="test"))
+
+
+# --- byte order marks and damaged gzip files --------------------------------------------
+
+BOM = "\ufeff".encode("utf-8")
+
+
+def truncated_gzip(tmp_path, source_path, size, name):
+    """Writes the first `size` bytes of the gzip file `source_path` to `tmp_path / name`.
+
+    Returns the path and the 1-based line at which reading must stop: one past
+    the complete lines that those bytes decompress to.
+    """
+    data = open(source_path, "rb").read()[:size]
+    complete_lines = zlib.decompressobj(wbits=31).decompress(data).count(b"\n")
+    return write_bytes(tmp_path / name, data), complete_lines + 1
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+def test_read_tsv_skips_a_leading_byte_order_mark(tmp_path, compressed):
+    path = write_corpus_slice(tmp_path / "slice.tsv", train=5, dev=2, test=2)
+    content = open(path, "rb").read()
+    with_bom = BOM + content
+    if compressed:
+        with_bom = gzip.compress(with_bom)
+    bom_path = write_bytes(tmp_path / ("bom.tsv.gz" if compressed else "bom.tsv"), with_bom)
+    expected = read_tsv(path, split=None)
+    corpus = read_tsv(bom_path, split=None)
+    assert corpus.ids == expected.ids and corpus.ids[0] == "Genesis 1:1"
+    assert corpus.sources == expected.sources and corpus.targets == expected.targets
+    assert corpus.references == expected.references
+
+
+def test_read_parallel_files_skips_a_leading_byte_order_mark_only(tmp_path, bible_slice):
+    sources, targets = bible_slice.sources[:3], bible_slice.targets[:3]
+    source = write_bytes(tmp_path / "train.es", BOM + "\n".join(sources).encode("utf-8"))
+    target = write_bytes(
+        tmp_path / "train.en.gz",
+        gzip.compress(BOM + "\n".join(targets).encode("utf-8")),
+    )
+    # A mark inside the file (two files concatenated) is text, and stays.
+    reference = write_bytes(
+        tmp_path / "train.kjv",
+        BOM + b"first\n" + BOM + b"second\nthird\n",
+    )
+    corpus = read_parallel_files(source, target, {"kjv": reference})
+    assert corpus.sources == sources and corpus.targets == targets
+    assert corpus.references["kjv"] == ["first", "\ufeffsecond", "third"]
+
+
+def test_read_tsv_truncated_gzip_names_file_and_line(tmp_path, bible_corpus_path):
+    path, line = truncated_gzip(tmp_path, bible_corpus_path, 40_000, "cut.tsv.gz")
+    with pytest.raises(CorpusError) as info:
+        read_tsv(path, split=None)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}: ")
+    assert "truncated or damaged" in message
+    assert isinstance(info.value.__cause__, EOFError)
+
+
+def test_read_parallel_files_truncated_gzip_names_the_file(tmp_path, bible_corpus_path):
+    source = write_bytes(tmp_path / "train.es", b"uno\ndos\n")
+    target, line = truncated_gzip(tmp_path, bible_corpus_path, 20_000, "train.en.gz")
+    with pytest.raises(CorpusError) as info:
+        read_parallel_files(source, target)
+    assert str(info.value).startswith(f"{target}:{line}: ")
+
+
+def test_read_tsv_file_named_gz_that_is_not_gzip(tmp_path):
+    path = write_tsv(tmp_path, [HEADER] + ROWS, name="plain.tsv.gz")
+    with pytest.raises(CorpusError, match="not a gzip file") as info:
+        read_tsv(path)
+    assert str(info.value).startswith(f"{path}:1: ")

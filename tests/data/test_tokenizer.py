@@ -1,5 +1,7 @@
+import json
 import logging
 import os
+import shutil
 import unicodedata
 
 import numpy as np
@@ -12,8 +14,10 @@ from tf_outheads.data import EOS_ID
 from tf_outheads.data import PAD_ID
 from tf_outheads.data import UNK_ID
 from tf_outheads.data import SubwordTokenizer
+from tf_outheads.data import TokenizerError
 from tf_outheads.data import build_tokenizers
 from tf_outheads.data import load_tokenizers
+from tf_outheads.data import tokenizer_fingerprints
 from tf_outheads.data import train_sentencepiece
 from tf_outheads.data import special_tokens
 
@@ -232,3 +236,118 @@ def test_pieces_are_the_tokenized_ids_as_strings_and_keep_empty_texts(bible_slic
         ids = bible_tokenizer.tokenize(text).numpy().tolist()
         assert row == [vocabulary[i] for i in ids]
     assert "▁Dios" in pieces[0] or "▁Dios" not in vocabulary
+
+
+# --- damaged and swapped model files ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer_directories(bible_slice, tmp_path_factory):
+    """Two joint tokenizer directories of the same vocabulary size, trained on
+    different verses (as two runs would be)."""
+    first = tmp_path_factory.mktemp("run_a")
+    second = tmp_path_factory.mktemp("run_b")
+    build_tokenizers(bible_slice.sources[:300], bible_slice.targets[:300], first, vocab_size=300)
+    build_tokenizers(
+        bible_slice.sources[300:600], bible_slice.targets[300:600], second, vocab_size=300
+    )
+    return first, second
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda data: data[: len(data) // 2], lambda data: b"", lambda data: b"not a model\n"],
+    ids=["truncated", "empty", "text"],
+)
+def test_damaged_model_file_names_the_file(bible_tokenizer, tmp_path, damage):
+    path = tmp_path / "spm_joint.model"
+    path.write_bytes(damage(bible_tokenizer.model_proto))
+    with pytest.raises(TokenizerError, match="cannot be read as a SentencePiece model") as info:
+        SubwordTokenizer(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def test_load_tokenizers_damaged_model_names_the_file(tokenizer_directories, tmp_path):
+    directory = tmp_path / "run"
+    shutil.copytree(tokenizer_directories[0], directory)
+    model_path = directory / "spm_joint.model"
+    model_path.write_bytes(model_path.read_bytes()[:1000])
+    with pytest.raises(TokenizerError) as info:
+        load_tokenizers(directory)
+    assert str(info.value).startswith(f"{model_path}: ")
+
+
+def test_fingerprint_is_stable_and_tells_models_apart(tokenizer_directories):
+    first, second = (load_tokenizers(directory)[0] for directory in tokenizer_directories)
+    assert first.vocab_size == second.vocab_size == 300
+    fingerprint = first.fingerprint
+    assert fingerprint.startswith("sha256:") and len(fingerprint) == len("sha256:") + 16
+    assert SubwordTokenizer.from_bytes(first.model_proto).fingerprint == fingerprint
+    assert SubwordTokenizer(first.model_path).fingerprint == fingerprint
+    assert second.fingerprint != fingerprint
+
+
+def test_build_tokenizers_records_model_fingerprints(tokenizer_directories):
+    directory = tokenizer_directories[0]
+    tokenizer, _ = load_tokenizers(directory)
+    config = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+    assert config["source_model_fingerprint"] == tokenizer.fingerprint
+    assert config["target_model_fingerprint"] == tokenizer.fingerprint
+    assert tokenizer_fingerprints(directory) == (tokenizer.fingerprint, tokenizer.fingerprint)
+
+
+def test_build_tokenizers_separate_models_record_both_fingerprints(bible_slice, tmp_path):
+    source_tokenizer, target_tokenizer = build_tokenizers(
+        bible_slice.sources[:300], bible_slice.targets[:300], tmp_path,
+        vocab_size=300, joint=False,
+    )
+    assert source_tokenizer.fingerprint != target_tokenizer.fingerprint
+    assert tokenizer_fingerprints(tmp_path) == (
+        source_tokenizer.fingerprint, target_tokenizer.fingerprint
+    )
+    (tmp_path / "spm_target.model").write_bytes((tmp_path / "spm_source.model").read_bytes())
+    with pytest.raises(TokenizerError, match="target_model"):
+        load_tokenizers(tmp_path)
+
+
+def test_swapped_model_of_the_same_size_is_refused(bible_slice, tokenizer_directories, tmp_path):
+    first, second = tokenizer_directories
+    directory = tmp_path / "run"
+    shutil.copytree(first, directory)
+    # Another run's model, same vocabulary size: the ids would mean other pieces.
+    shutil.copyfile(second / "spm_joint.model", directory / "spm_joint.model")
+    for load in (load_tokenizers, tokenizer_fingerprints):
+        with pytest.raises(TokenizerError) as info:
+            load(directory)
+        message = str(info.value)
+        assert str(directory / "tokenizer.json") in message
+        assert str(directory / "spm_joint.model") in message
+    # Resuming the run does not retrain over the swapped file either.
+    swapped = (directory / "spm_joint.model").read_bytes()
+    with pytest.raises(TokenizerError):
+        build_tokenizers(
+            bible_slice.sources[:300], bible_slice.targets[:300], directory, vocab_size=300
+        )
+    assert (directory / "spm_joint.model").read_bytes() == swapped
+
+
+def test_old_tokenizer_json_without_fingerprints_still_loads_and_is_reused(
+    bible_slice, tokenizer_directories, tmp_path, caplog
+):
+    directory = tmp_path / "run"
+    shutil.copytree(tokenizer_directories[0], directory)
+    config_path = directory / "tokenizer.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    del config["source_model_fingerprint"], config["target_model_fingerprint"]
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    model_path = directory / "spm_joint.model"
+    trained_at = model_path.stat().st_mtime_ns
+    tokenizer, _ = load_tokenizers(directory)
+    assert tokenizer_fingerprints(directory) == (tokenizer.fingerprint, tokenizer.fingerprint)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        reused, _ = build_tokenizers(
+            bible_slice.sources[:300], bible_slice.targets[:300], directory, vocab_size=300
+        )
+    assert "Loading cached tokenizers" in caplog.text
+    assert model_path.stat().st_mtime_ns == trained_at
+    assert reused.fingerprint == tokenizer.fingerprint

@@ -148,6 +148,21 @@ def test_pairs_file_round_trip(word_pairs, tmp_path):
     assert "\tdios\tgod\t" in text
 
 
+
+def test_pairs_file_with_a_byte_order_mark_or_bad_utf8(word_pairs, tmp_path):
+    path = word_pairs.save(tmp_path / "pairs.tsv")
+    content = open(path, "rb").read()
+    with_bom = tmp_path / "bom.tsv"
+    with_bom.write_bytes("\ufeff".encode("utf-8") + content)
+    assert WordPairs.load(with_bom).statistics() == word_pairs.statistics()
+    latin = tmp_path / "latin.tsv"
+    lines = content.split(b"\n")
+    lines[4] += b"\xe9"
+    latin.write_bytes(b"\n".join(lines))
+    with pytest.raises(PairingError, match="UTF-8") as error:
+        WordPairs.load(latin)
+    assert str(error.value).startswith(f"{latin}:5: ")
+
 @pytest.mark.parametrize("line, message", [
     ("lm\t1\t2\tx\ty", "expected 6 tab-separated fields"),
     ("zz\t1\t2\tx\ty\t", "starting with one of"),

@@ -247,6 +247,26 @@ def test_good_small_vec(tmp_path):
 # --- target_embedding_table ------------------------------------------------------------
 
 
+
+def test_vec_with_a_leading_byte_order_mark(tmp_path):
+    path = tmp_path / "bom.vec"
+    path.write_bytes("\ufeff".encode("utf-8") + GOOD.encode("utf-8"))
+    words, vectors = load_word_vectors(path)
+    assert words == ["▁God", ","]
+    np.testing.assert_array_equal(vectors, np.float32([[0.1, 0.2, 0.3], [1, 2, 3]]))
+
+
+def test_truncated_vec_gz_names_the_file_and_line(bible_vectors, tmp_path):
+    source_path, words, _ = bible_vectors
+    data = gzip.compress(open(source_path, "rb").read())
+    path = tmp_path / "cut.vec.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorpusError, match="truncated or damaged") as info:
+        load_word_vectors(path)
+    assert str(info.value).startswith(f"{path}:")
+    line = int(str(info.value)[len(str(path)) + 1:].split(":")[0])
+    assert 1 < line <= len(words) + 1
+
 def test_table_rows_follow_the_tokenizer_ids(bible_tokenizer, bible_vectors, bible_table):
     _, words, vectors = bible_vectors
     assert isinstance(bible_table, TargetTable)

@@ -276,3 +276,27 @@ def test_a_damaged_model_file_is_named(trained_run, tmp_path, capsys, damage):
         cli.main(["translate", "--run-dir", run_dir, "--input", "-"])
     err = capsys.readouterr().err
     assert err.startswith(f"error: {model_file}: not a readable .keras model"), err
+
+
+def test_tokenizer_files_of_another_run_are_refused(trained_run, small_corpus, tmp_path, capsys):
+    """Another run's tokenizer files (the same vocabulary size, consistent among
+    themselves) in place of the run's own: the model's recorded fingerprints refuse them."""
+    import shutil
+    import zipfile
+
+    from tf_outheads import data as tfo_data
+
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(trained_run, run_dir)
+    with zipfile.ZipFile(os.path.join(run_dir, "model.keras")) as archive:
+        assert "tf_outheads.json" in archive.namelist()
+    corpus = tfo_data.read_tsv(small_corpus, source="es", target="en_kjv", split="train")
+    other = str(tmp_path / "other")
+    tfo_data.build_tokenizers(corpus.sources, corpus.targets, other, vocab_size=400, seed=7)
+    for name in os.listdir(other):
+        shutil.copyfile(os.path.join(other, name), os.path.join(run_dir, name))
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--run-dir", run_dir, "--input", "-"])
+    err = capsys.readouterr().err
+    assert os.path.join(run_dir, "model.keras") in err and "tokenizer.json" in err, err
+    assert "from another run" in err

@@ -1,8 +1,9 @@
 """Corpora, cleaning, subword tokenizers and tf.data pipelines.
 
 Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
-(:func:`clean`, :func:`strip_suffixes`), train or load SentencePiece models (:func:`build_tokenizers`,
-:func:`load_tokenizers`) and build batches (:func:`make_training_dataset`,
+(:func:`clean`, :func:`strip_suffixes`), train or load SentencePiece models
+(:func:`build_tokenizers`, :func:`load_tokenizers`; :func:`tokenizer_fingerprints`
+ties a model to them) and build batches (:func:`make_training_dataset`,
 :func:`make_inference_dataset`). Target word vectors for continuous-output heads
 come from :func:`train_word_vectors`, :func:`load_word_vectors` and
 :func:`target_embedding_table`. Source–target word pairs for shared-private
@@ -27,8 +28,10 @@ from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.data.special_tokens import UNK_ID
 from tf_outheads.data.tokenizer import SubwordTokenizer
+from tf_outheads.data.tokenizer import TokenizerError
 from tf_outheads.data.tokenizer import build_tokenizers
 from tf_outheads.data.tokenizer import load_tokenizers
+from tf_outheads.data.tokenizer import tokenizer_fingerprints
 from tf_outheads.data.tokenizer import train_sentencepiece
 from tf_outheads.data.word_vectors import TargetTable
 from tf_outheads.data.word_vectors import load_word_vectors
@@ -60,6 +63,8 @@ __all__ = [
     "SubwordTokenizer",
     "build_tokenizers",
     "load_tokenizers",
+    "tokenizer_fingerprints",
+    "TokenizerError",
     "make_training_dataset",
     "dataset_from_corpus",
     "make_inference_dataset",

@@ -11,6 +11,7 @@ filter removed.
 import dataclasses
 import gzip
 import os
+import zlib
 
 __all__ = [
     "CorpusError",
@@ -153,6 +154,9 @@ class CleaningReport:
         return "\n".join(lines)
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def _open_binary(path):
     # Compression is chosen by suffix, so a plain file named *.gz fails loudly
     # instead of being read as garbage.
@@ -161,15 +165,49 @@ def _open_binary(path):
     return open(path, "rb")
 
 
+def _gzip_error(path, line_number, error):
+    """A `CorpusError` for a gzip stream that stopped at `line_number`."""
+    if line_number == 1 and str(error).startswith("Not a gzipped file"):
+        return CorpusError(
+            f"{path}:{line_number}: not a gzip file ({error}); expected gzip "
+            f"data, as the name ends in `.gz` (rename it, or compress it)."
+        )
+    return CorpusError(
+        f"{path}:{line_number}: the gzip data is truncated or damaged after "
+        f"{line_number - 1} complete line(s) ({type(error).__name__}: {error}); "
+        f"expected a complete gzip file (`gzip -t` checks one; copy or "
+        f"download it again)."
+    )
+
+
 def _read_lines(path):
     """Yields `(line_number, text)` for each line of `path`, decoded as UTF-8.
 
-    Only the line terminator (`\\n` or `\\r\\n`) is removed. Lines are split on
-    `\\n` alone, so a stray `\\r` or other Unicode line separator stays inside
-    its line rather than shifting the numbering.
+    Only the line terminator (`\\n` or `\\r\\n`) is removed, and a UTF-8
+    byte order mark at the very start of the file (as Windows editors write
+    it). Lines are split on `\\n` alone, so a stray `\\r` or other Unicode
+    line separator stays inside its line rather than shifting the numbering.
+
+    Raises:
+        CorpusError: a line is not valid UTF-8, or a `.gz` file is not gzip,
+            truncated or damaged (the message gives the line being read; the
+            gzip error is chained as `__cause__`).
     """
     with _open_binary(path) as stream:
-        for line_number, raw in enumerate(stream, start=1):
+        line_number = 0
+        while True:
+            line_number += 1
+            try:
+                raw = stream.readline()
+            # gzip.BadGzipFile is an OSError; zlib.error covers bad blocks.
+            except (EOFError, OSError, zlib.error) as error:
+                if not isinstance(stream, gzip.GzipFile):
+                    raise
+                raise _gzip_error(path, line_number, error) from error
+            if not raw:
+                return
+            if line_number == 1 and raw.startswith(_UTF8_BOM):
+                raw = raw[len(_UTF8_BOM):]
             if raw.endswith(b"\n"):
                 raw = raw[:-1]
                 if raw.endswith(b"\r"):
@@ -197,8 +235,9 @@ def read_tsv(
     """Reads a tab-separated parallel corpus with a header line.
 
     The file is read as UTF-8, gunzipped on the fly when its name ends in
-    `.gz`. Fields are split on tabs (no quoting) and stripped of surrounding
-    whitespace. Every row must have as many fields as the header.
+    `.gz`; a byte order mark at its start is skipped. Fields are split on
+    tabs (no quoting) and stripped of surrounding whitespace. Every row must
+    have as many fields as the header.
 
     Args:
         path: str or path-like. The `.tsv` or `.tsv.gz` file.
@@ -222,8 +261,9 @@ def read_tsv(
         CorpusError: if the file is empty, the header lacks a requested
             column (the message lists the available ones), a row has a
             different number of fields than the header, a line is not valid
-            UTF-8, or no row belongs to `split` (the message lists the split
-            values present).
+            UTF-8, a `.gz` file is not gzip or is truncated or damaged (the
+            message gives the line reached), or no row belongs to `split`
+            (the message lists the split values present).
 
     Example:
 
@@ -321,8 +361,9 @@ def read_parallel_files(source_path, target_path, reference_paths=None):
     """Reads line-aligned source and target text files (`train.src`/`train.tgt`).
 
     Each file is read as UTF-8 (gunzipped when its name ends in `.gz`), one
-    sentence per line; only the line terminator is removed. Empty lines are
-    kept (use :func:`clean` to drop them) so that line numbers stay aligned.
+    sentence per line; only the line terminator is removed, and a byte order
+    mark at the start of a file. Empty lines are kept (use :func:`clean` to
+    drop them) so that line numbers stay aligned.
 
     Args:
         source_path: str or path-like. Source sentences, one per line.
@@ -336,8 +377,9 @@ def read_parallel_files(source_path, target_path, reference_paths=None):
 
     Raises:
         CorpusError: if a file is empty, the files have different line counts
-            (the message names both files with their counts), or a line is
-            not valid UTF-8.
+            (the message names both files with their counts), a line is not
+            valid UTF-8, or a `.gz` file is not gzip or is truncated or
+            damaged (the message names the file and the line reached).
 
     Example:
 

@@ -27,10 +27,12 @@ from tf_outheads.data.special_tokens import UNK_ID
 from tf_outheads.data.special_tokens import UNK_PIECE
 
 __all__ = [
+    "TokenizerError",
     "train_sentencepiece",
     "SubwordTokenizer",
     "build_tokenizers",
     "load_tokenizers",
+    "tokenizer_fingerprints",
 ]
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,24 @@ _NUM_THREADS = 16
 # Longest training sentence in bytes (SentencePiece skips longer ones; its
 # default of 4192 would silently drop long verses or paragraphs).
 _MAX_SENTENCE_BYTES = 1 << 16
+# tokenizer.json keys recording which model files the tokenizers were built
+# with; not part of the request that decides whether to retrain.
+_MODEL_FINGERPRINT_KEYS = {
+    "source_model": "source_model_fingerprint",
+    "target_model": "target_model_fingerprint",
+}
+
+
+class TokenizerError(ValueError):
+    """A SentencePiece model file is damaged or is not the one recorded.
+
+    The message starts with the path of the model file and, for a mismatch,
+    also names the `tokenizer.json` that records the expected fingerprint.
+    """
+
+
+def _fingerprint(model_proto):
+    return "sha256:" + hashlib.sha256(model_proto).hexdigest()[:16]
 
 
 def train_sentencepiece(
@@ -171,7 +191,10 @@ class SubwordTokenizer(tf.Module):
 
     Raises:
         ValueError: if neither or both of `model_path` and `model_proto` are
-            given, or the model does not put `<pad>`, `<unk>`, `<s>`, `</s>`
+            given.
+        TokenizerError: (a `ValueError`) naming `model_path`, if the bytes
+            are not a SentencePiece model (a truncated, empty or damaged
+            file) or the model does not put `<pad>`, `<unk>`, `<s>`, `</s>`
             at ids 0, 1, 2, 3.
 
     Example:
@@ -197,9 +220,26 @@ class SubwordTokenizer(tf.Module):
                 model_proto = stream.read()
         self.model_path = model_path
         self.model_proto = bytes(model_proto)
-        self._processor = sentencepiece.SentencePieceProcessor(
-            model_proto=self.model_proto
-        )
+        origin = model_path or "(SentencePiece model from bytes)"
+        try:
+            self._processor = sentencepiece.SentencePieceProcessor(
+                model_proto=self.model_proto
+            )
+        except RuntimeError as error:
+            raise TokenizerError(
+                f"{origin}: cannot be read as a SentencePiece model "
+                f"({len(self.model_proto)} bytes; {str(error).strip()}); the "
+                f"file is truncated, damaged or not a `.model` file. Expected "
+                f"a model written by `train_sentencepiece`."
+            ) from error
+        # An empty input parses as a model without pieces.
+        if self._processor.get_piece_size() == 0:
+            raise TokenizerError(
+                f"{origin}: cannot be read as a SentencePiece model (it holds "
+                f"no pieces; {len(self.model_proto)} bytes); the file is "
+                f"empty, truncated or damaged. Expected a model written by "
+                f"`train_sentencepiece`."
+            )
         expected = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
         found = {
             "pad": self._processor.pad_id(),
@@ -208,10 +248,10 @@ class SubwordTokenizer(tf.Module):
             "eos": self._processor.eos_id(),
         }
         if found != expected:
-            raise ValueError(
-                f"The SentencePiece model {model_path or '(from bytes)'} must put "
-                f"the special tokens at {expected}; train it with "
-                f"`train_sentencepiece`. Received: special ids {found}"
+            raise TokenizerError(
+                f"{origin}: the SentencePiece model must put the special "
+                f"tokens at {expected}; train it with `train_sentencepiece`. "
+                f"Received: special ids {found}"
             )
         self._tokenizer = self._make_op_tokenizer()
 
@@ -266,6 +306,20 @@ class SubwordTokenizer(tf.Module):
     def __repr__(self):
         source = self.model_path or f"<{len(self.model_proto)} bytes>"
         return f"SubwordTokenizer({source}, vocab_size={self.vocab_size})"
+
+    @property
+    def fingerprint(self):
+        """str. `"sha256:"` and the first 16 hex digits of the sha256 of
+        `model_proto`, e.g. `"sha256:3f2a9c0d4b1e7a65"`.
+
+        Two tokenizers with the same fingerprint apply the same model, and so
+        map text to the same ids. Record it next to a trained model and
+        compare it when the model is loaded with a tokenizer again: a model
+        given another tokenizer of the same vocabulary size runs without
+        error and translates garbage. :func:`build_tokenizers` records it in
+        `tokenizer.json`, and :func:`load_tokenizers` checks it.
+        """
+        return _fingerprint(self.model_proto)
 
     @property
     def vocab_size(self):
@@ -391,9 +445,10 @@ def corpus_fingerprint(source_texts, target_texts):
 def _read_config(path):
     try:
         with open(path, encoding="utf-8") as stream:
-            return json.load(stream)
+            config = json.load(stream)
     except (OSError, ValueError):
         return None
+    return config if isinstance(config, dict) else None
 
 
 def build_tokenizers(
@@ -412,10 +467,14 @@ def build_tokenizers(
     for tied source/target embeddings). Separate models are saved as
     `spm_source.model` and `spm_target.model`.
 
-    `directory/tokenizer.json` records the configuration and a sha256
-    fingerprint of the training texts. When it matches the request and the
-    model files exist, the models are loaded instead of retrained; any
-    difference retrains. Which one happened is logged at INFO level by the
+    `directory/tokenizer.json` records the configuration, a sha256
+    fingerprint of the training texts (`"fingerprint"`) and the
+    :attr:`SubwordTokenizer.fingerprint` of each trained model
+    (`"source_model_fingerprint"`, `"target_model_fingerprint"`). When the
+    configuration and texts match the request and the model files exist, the
+    models are loaded (and checked against their recorded fingerprints, as in
+    :func:`load_tokenizers`) instead of retrained; any difference retrains.
+    Which one happened is logged at INFO level by the
     `tf_outheads.data.tokenizer` logger.
 
     Args:
@@ -433,6 +492,9 @@ def build_tokenizers(
 
     Raises:
         ValueError: as :func:`train_sentencepiece`.
+        TokenizerError: (a `ValueError`) when reusing the directory, as
+            :func:`load_tokenizers`: a model file is damaged or is not the
+            one `tokenizer.json` records. Nothing is retrained over it.
 
     Example:
 
@@ -463,16 +525,24 @@ def build_tokenizers(
     }
     config_path = os.path.join(directory, CONFIG_FILENAME)
     cached = _read_config(config_path)
-    files_exist = all(
-        os.path.isfile(os.path.join(directory, name)) for name in file_names.values()
-    )
-    if cached == config and files_exist:
+    # The request, without the model fingerprints (only known once trained;
+    # absent from files written before they were recorded).
+    cached_request = None if cached is None else {
+        key: value
+        for key, value in cached.items()
+        if key not in _MODEL_FINGERPRINT_KEYS.values()
+    }
+    paths = {key: os.path.join(directory, name) for key, name in file_names.items()}
+    files_exist = all(os.path.isfile(path) for path in paths.values())
+    if cached_request == config and files_exist:
         logger.info("Loading cached tokenizers from %s (configuration matches).", directory)
         return load_tokenizers(directory)
-    if cached is None:
+    if cached_request is None:
         reason = f"no readable {CONFIG_FILENAME}"
-    elif cached != config:
-        changed = sorted(key for key in config if cached.get(key) != config.get(key))
+    elif cached_request != config:
+        changed = sorted(
+            key for key in config if cached_request.get(key) != config.get(key)
+        )
         reason = f"changed: {', '.join(changed)}"
     else:
         reason = "model files missing"
@@ -493,35 +563,20 @@ def build_tokenizers(
     else:
         train_sentencepiece(source_texts, os.path.join(directory, "spm_source"), **options)
         train_sentencepiece(target_texts, os.path.join(directory, "spm_target"), **options)
+    tokenizers = _make_tokenizers(paths)
+    record = dict(config)
+    for key, tokenizer in zip(("source_model", "target_model"), tokenizers):
+        record[_MODEL_FINGERPRINT_KEYS[key]] = tokenizer.fingerprint
     temporary_path = config_path + ".tmp"
     with open(temporary_path, "w", encoding="utf-8") as stream:
-        json.dump(config, stream, indent=2, sort_keys=True)
+        json.dump(record, stream, indent=2, sort_keys=True)
     os.replace(temporary_path, config_path)
-    return load_tokenizers(directory)
+    return tokenizers
 
 
-def load_tokenizers(directory):
-    """Loads the tokenizers that :func:`build_tokenizers` saved in `directory`.
-
-    Args:
-        directory: str or path-like. A directory holding `tokenizer.json`
-            and the model files it names.
-
-    Returns:
-        A tuple `(source_tokenizer, target_tokenizer)`; for a joint model
-        both are the same `SubwordTokenizer` object.
-
-    Raises:
-        FileNotFoundError: if `directory` has no `tokenizer.json` or a model
-            file it names is missing.
-        ValueError: if `tokenizer.json` is not valid JSON.
-
-    Example:
-
-    ```python
-    source_tokenizer, target_tokenizer = tf_outheads.data.load_tokenizers("run/tokenizer")
-    ```
-    """
+def _read_tokenizer_directory(directory):
+    """Returns `(config_path, config, paths)` of a `build_tokenizers` directory,
+    `paths` mapping `"source_model"`/`"target_model"` to existing files."""
     directory = os.fspath(directory)
     config_path = os.path.join(directory, CONFIG_FILENAME)
     if not os.path.isfile(config_path):
@@ -534,6 +589,11 @@ def load_tokenizers(directory):
             config = json.load(stream)
     except ValueError as error:
         raise ValueError(f"{config_path}: not valid JSON ({error}).") from None
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"{config_path}: holds a JSON {type(config).__name__}; expected an "
+            f"object written by `tf_outheads.data.build_tokenizers`."
+        )
     paths = {}
     for key in ("source_model", "target_model"):
         if key not in config:
@@ -543,9 +603,107 @@ def load_tokenizers(directory):
             raise FileNotFoundError(
                 f"{paths[key]}: not found; named by {config_path} as {key}."
             )
+    return config_path, config, paths
+
+
+def _make_tokenizers(paths):
     if paths["target_model"] == paths["source_model"]:
         joint_tokenizer = SubwordTokenizer(paths["source_model"], name="joint_tokenizer")
         return joint_tokenizer, joint_tokenizer
     source_tokenizer = SubwordTokenizer(paths["source_model"], name="source_tokenizer")
     target_tokenizer = SubwordTokenizer(paths["target_model"], name="target_tokenizer")
     return source_tokenizer, target_tokenizer
+
+
+def _check_fingerprint(config_path, config, key, model_path, found):
+    """Raises `TokenizerError` if `config` records another fingerprint for `key`."""
+    fingerprint_key = _MODEL_FINGERPRINT_KEYS[key]
+    expected = config.get(fingerprint_key)
+    # Files written before fingerprints were recorded: nothing to check.
+    if expected is None or expected == found:
+        return
+    raise TokenizerError(
+        f"{model_path}: the SentencePiece model has fingerprint {found}, but "
+        f"{config_path} records {expected!r} as {fingerprint_key}. The file "
+        f"was replaced or changed after the tokenizers were built (e.g. "
+        f"copied from another run); a model trained with one tokenizer "
+        f"translates garbage with another, even of the same vocabulary size. "
+        f"Restore the original file, or rebuild the tokenizers and retrain."
+    )
+
+
+def load_tokenizers(directory):
+    """Loads the tokenizers that :func:`build_tokenizers` saved in `directory`.
+
+    Each model file is checked against the fingerprint that `tokenizer.json`
+    records for it (see :attr:`SubwordTokenizer.fingerprint`), so a model
+    file swapped for another one (say, another run's, of the same vocabulary
+    size) is refused instead of silently mapping text to other ids. A
+    `tokenizer.json` written before fingerprints were recorded loads without
+    this check.
+
+    Args:
+        directory: str or path-like. A directory holding `tokenizer.json`
+            and the model files it names.
+
+    Returns:
+        A tuple `(source_tokenizer, target_tokenizer)`; for a joint model
+        both are the same `SubwordTokenizer` object.
+
+    Raises:
+        FileNotFoundError: if `directory` has no `tokenizer.json` or a model
+            file it names is missing.
+        ValueError: if `tokenizer.json` is not valid JSON or lacks a key.
+        TokenizerError: (a `ValueError`) if a model file cannot be read as a
+            SentencePiece model (the message names it), or its fingerprint
+            differs from the one recorded (the message names the model file
+            and `tokenizer.json`, with both fingerprints).
+
+    Example:
+
+    ```python
+    source_tokenizer, target_tokenizer = tf_outheads.data.load_tokenizers("run/tokenizer")
+    ```
+    """
+    config_path, config, paths = _read_tokenizer_directory(directory)
+    tokenizers = _make_tokenizers(paths)
+    for key, tokenizer in zip(("source_model", "target_model"), tokenizers):
+        _check_fingerprint(config_path, config, key, paths[key], tokenizer.fingerprint)
+    return tokenizers
+
+
+def tokenizer_fingerprints(directory):
+    """The fingerprints of the source and target models of a tokenizer directory.
+
+    Computed from the model files themselves (without loading them), and
+    checked against `tokenizer.json` as in :func:`load_tokenizers`. Record
+    them with a trained model, and compare them when the model is used
+    again, to be sure it gets the tokenizers it was trained with.
+
+    Args:
+        directory: str or path-like. A directory written by
+            :func:`build_tokenizers`.
+
+    Returns:
+        A tuple `(source_fingerprint, target_fingerprint)` of str, each as
+        :attr:`SubwordTokenizer.fingerprint` (equal for a joint model).
+
+    Raises:
+        FileNotFoundError, ValueError, TokenizerError: as
+            :func:`load_tokenizers` (a fingerprint mismatch only).
+
+    Example:
+
+    ```python
+    source_fingerprint, target_fingerprint = (
+        tf_outheads.data.tokenizer_fingerprints("run/tokenizer"))
+    ```
+    """
+    config_path, config, paths = _read_tokenizer_directory(directory)
+    fingerprints = []
+    for key in ("source_model", "target_model"):
+        with open(paths[key], "rb") as stream:
+            found = _fingerprint(stream.read())
+        _check_fingerprint(config_path, config, key, paths[key], found)
+        fingerprints.append(found)
+    return tuple(fingerprints)

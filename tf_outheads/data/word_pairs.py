@@ -41,6 +41,8 @@ import tempfile
 
 import numpy as np
 
+from tf_outheads.data.corpus import CorpusError
+from tf_outheads.data.corpus import _read_lines
 from tf_outheads.data.special_tokens import BOS_ID
 from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.data.special_tokens import PAD_ID
@@ -229,15 +231,17 @@ class WordPairs:
         come back in `source_tokens`/`target_tokens`; unpaired entries read as "".
 
         Raises:
-            PairingError: naming the file and line of a malformed entry, or a
-                file without the vocabulary sizes.
+            PairingError: naming the file and line of a malformed entry or of
+                invalid UTF-8, or a file without the vocabulary sizes. A
+                leading byte order mark is skipped.
         """
         path = os.fspath(path)
         stats, rows = {}, []
-        with open(path, encoding="utf-8") as f:
-            header_seen = False
-            for number, line in enumerate(f, 1):
-                line = line.rstrip("\n")
+        header_seen = False
+        try:
+            # Lines split on "\n" alone (a "\r" inside a token stays in it),
+            # a leading byte order mark skipped, bad UTF-8 named by line.
+            for number, line in _read_lines(path):
                 if line.startswith("# "):
                     key, _, value = line[2:].partition("\t")
                     stats[key] = value
@@ -259,6 +263,8 @@ class WordPairs:
                                  _unescape(fields[3]), _unescape(fields[4])))
                 except ValueError as error:
                     raise PairingError(f"{path}:{number}: {error}. Received: {line[:80]!r}") from None
+        except CorpusError as error:
+            raise PairingError(str(error)) from error.__cause__
         try:
             sizes = {key: int(stats[key]) for key in ("source_vocabulary_size",
                                                       "target_vocabulary_size")}

@@ -344,7 +344,8 @@ def load_word_vectors(path):
     """Reads word vectors from a word2vec text (`.vec`) or binary (`.bin`) file.
 
     Text files (any name not ending in `.bin`; gunzipped on the fly when it
-    ends in `.gz`) are read as UTF-8 word2vec text: a header `"N DIM"`, then
+    ends in `.gz`; a leading byte order mark is skipped) are read as UTF-8
+    word2vec text: a header `"N DIM"`, then
     `N` lines `"word v1 ... vDIM"`. The word is everything before the first
     space; values may be separated by any whitespace and a trailing space (as
     fastText writes) is allowed.
@@ -370,7 +371,8 @@ def load_word_vectors(path):
             the 1-based line: empty file, header not `"N DIM"`, a line with
             the wrong number of values, a value that is not a finite number,
             a repeated word, fewer or more lines than the header announces,
-            invalid UTF-8; for `.bin`, a file gensim cannot read.
+            invalid UTF-8, a truncated or damaged `.gz`; for `.bin`, a file
+            gensim cannot read.
 
     Example:
 
