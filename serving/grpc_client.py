@@ -56,6 +56,8 @@ def parse_response(response):
             "beam_size": int(outputs["beam_size"][index]),
             "truncated": bool(outputs["truncated"][index]),
         })
+        if "empty_source" in outputs:  # exports before it had no such output
+            predictions[-1]["empty_source"] = bool(outputs["empty_source"][index])
     return predictions
 
 

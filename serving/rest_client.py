@@ -18,8 +18,10 @@ defaults; `-1` means "the export's default"):
 The row format keeps every input batched along the sources, which is what
 server-side batching (`--enable_batching`) needs. The answer holds one
 prediction per source: `{"translations": [n strings], "scores": [n floats],
-"beam_size": int, "truncated": bool}`; unused n-best columns are `""` with
-score `-Infinity` (which Python's `json` reads as `-inf`).
+"beam_size": int, "truncated": bool, "empty_source": bool}`; unused n-best
+columns are `""` with score `-Infinity` (which Python's `json` reads as
+`-inf`). A refused request (HTTP 400, e.g. a NaN length penalty) raises
+`RuntimeError` with the server's `error` message.
 """
 
 import argparse

@@ -15,6 +15,13 @@ Not a server to deploy: a stand-in that lets the tests and
 - strings may be `{"b64": "..."}`; NaN and ±Infinity are written as
   `NaN` / `Infinity` / `-Infinity`; errors are `{"error": "..."}` (HTTP 400).
 
+A bad request never drops the connection: a body that is not JSON or not a
+JSON object (`"JSON Value: [...] Is not object"`), a value of the wrong JSON
+type for its input (`"JSON Value: 1 Type: Number is not of expected type:
+string"`, the input named), a missing or invalid `Content-Length`, or an error
+of the graph (an option it refuses) is answered with HTTP 400 and
+`{"error": "..."}`; anything unexpected with HTTP 500 and the same shape.
+
 Imports only TensorFlow and tensorflow-text:
 
     python serving/rest_emulator.py --model-dir exports/translator/1 --port 8501
@@ -34,10 +41,66 @@ import tensorflow_text  # noqa: E402,F401  (registers the SentencePiece ops)
 
 def _value(value):
     if isinstance(value, dict) and set(value) == {"b64"}:
-        return base64.b64decode(value["b64"])
+        if not isinstance(value["b64"], str):
+            raise ValueError(f"JSON Value: {_json_text(value)} 'b64' is not a string")
+        return base64.b64decode(value["b64"], validate=True)
     if isinstance(value, list):
         return [_value(item) for item in value]
     return value
+
+
+def _json_type(value):
+    """The JSON type name TF Serving's `json_tensor.cc` reports for a value."""
+    if isinstance(value, bool):
+        return "Boolean"
+    if isinstance(value, (int, float)):
+        return "Number"
+    if isinstance(value, (str, bytes)):
+        return "String"
+    if isinstance(value, list):
+        return "Array"
+    if isinstance(value, dict):
+        return "Object"
+    return "Null"
+
+
+def _json_text(value, limit=200):
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_types(name, values, dtype):
+    """Refuse a JSON value that TF Serving would not read as `dtype` (ValueError)."""
+    if isinstance(values, list):
+        for item in values:
+            _check_types(name, item, dtype)
+        return
+    if dtype == tf.string:
+        expected = isinstance(values, (str, bytes))
+    elif dtype.is_integer:
+        # As rapidjson's IsInt() for int32: a number out of the type's range
+        # is refused, never wrapped around.
+        expected = (isinstance(values, int) and not isinstance(values, bool)
+                    and dtype.min <= values <= dtype.max)
+    else:
+        expected = isinstance(values, (int, float)) and not isinstance(values, bool)
+    if not expected:
+        raise ValueError(f"JSON Value: {_json_text(values)} Type: {_json_type(values)} is not "
+                         f"of expected type: {dtype.name} (input '{name}')")
+
+
+def _tensor(name, values, spec):
+    _check_types(name, values, spec.dtype)
+    try:
+        tensor = tf.constant(values, spec.dtype)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise ValueError(f"Failed to read input '{name}' as {spec.dtype.name}: {error}") from None
+    if not spec.shape.is_compatible_with(tensor.shape):
+        raise ValueError(f"Input '{name}' must have shape {spec.shape.as_list()} (None: any "
+                         f"size). Received: shape {tensor.shape.as_list()}")
+    return tensor
 
 
 def request_inputs(body, specs):
@@ -84,7 +147,7 @@ def request_inputs(body, specs):
             raise ValueError("inputs is a plain value/list, but expecting an object as "
                              "multiple input tensors required as per tensorinfo_map")
         row_format = False
-    tensors = {name: tf.constant(columns[name], specs[name].dtype) for name in names}
+    tensors = {name: _tensor(name, columns[name], specs[name]) for name in names}
     return tensors, row_format
 
 
@@ -114,16 +177,40 @@ def response_body(outputs, row_format):
 
 
 def predict(loaded, body):
-    """Answer a `:predict` body as TF Serving would: `(HTTP status, response dict)`."""
+    """Answer a `:predict` body as TF Serving would: `(HTTP status, response dict)`.
+
+    Args:
+        loaded: the `tf.saved_model.load`ed model.
+        body: the parsed JSON body (any JSON value).
+
+    Returns:
+        `(200, {"predictions" | "outputs": ...})`, or `(400, {"error": "..."})`
+        for a request TF Serving refuses (see the module docstring).
+    """
+    if not isinstance(body, dict):
+        return 400, {"error": f"JSON Value: {_json_text(body)} Is not object"}
     signature = body.get("signature_name", "serving_default")
+    if not isinstance(signature, str):
+        return 400, {"error": f"JSON Value: {_json_text(signature)} 'signature_name' "
+                              "is not a string"}
     if signature not in loaded.signatures:
         return 400, {"error": f'Serving signature name: "{signature}" not found in signature def'}
     function = loaded.signatures[signature]
     try:
         inputs, row_format = request_inputs(body, function.structured_input_signature[1])
         return 200, response_body(function(**inputs), row_format)
-    except (ValueError, tf.errors.OpError) as error:
+    except (ValueError, TypeError, tf.errors.OpError) as error:
         return 400, {"error": getattr(error, "message", str(error))}
+
+
+def _content_length(headers):
+    """The request's `Content-Length` as an int >= 0, or `ValueError`."""
+    value = headers.get("Content-Length")
+    if value is None:
+        raise ValueError("Missing Content-Length header")
+    if not value.strip().isdigit():
+        raise ValueError(f"Invalid Content-Length header: {value!r}")
+    return int(value)
 
 
 def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None):
@@ -139,14 +226,27 @@ def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 (http.server's name)
-            if not self.path.endswith(":predict"):
-                status, answer = 404, {"error": f"unknown path {self.path}"}
+            try:
+                length = _content_length(self.headers)
+            except ValueError as error:
+                # The body's end is unknown: answer, then close the connection.
+                status, answer = 400, {"error": str(error)}
+                self.close_connection = True
             else:
-                try:
-                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                    status, answer = predict(loaded, body)
-                except ValueError as error:
-                    status, answer = 400, {"error": f"JSON Parse error: {error}"}
+                data = self.rfile.read(length)
+                if not self.path.endswith(":predict"):
+                    status, answer = 404, {"error": f"unknown path {self.path}"}
+                else:
+                    try:
+                        body = json.loads(data)
+                    except ValueError as error:  # also invalid UTF-8
+                        status, answer = 400, {"error": f"JSON Parse error: {error}"}
+                    else:
+                        try:
+                            status, answer = predict(loaded, body)
+                        except Exception as error:  # pylint: disable=broad-except
+                            # Never a dropped connection: say what went wrong.
+                            status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
             data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

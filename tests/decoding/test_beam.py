@@ -620,9 +620,11 @@ def test_tile_and_gather_beams():
         ({"min_length": -2}, "min_length=-2"),
         ({"coverage_penalty": -0.1}, "coverage_penalty=-0.1"),
         ({"max_step_score": math.inf}, "max_step_score=inf"),
+        ({"length_penalty": math.nan}, "length_penalty=nan"),
+        ({"length_penalty": -math.inf}, "length_penalty=-inf"),
     ],
     ids=["beam_size", "num_hypotheses", "max_length", "min_length",
-         "coverage_penalty", "max_step_score"],
+         "coverage_penalty", "max_step_score", "length_penalty_nan", "length_penalty_inf"],
 )
 def test_invalid_arguments(kwargs, message):
     arguments = dict(beam_size=2, max_length=3)

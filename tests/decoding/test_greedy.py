@@ -264,6 +264,38 @@ def test_symbolic_batch_size_and_limits_from_source(jit_compile):
     np.testing.assert_array_equal(result.lengths, [2, 2])
 
 
+@pytest.mark.parametrize(
+    "jit_compile", [False, True], ids=["tf_function", "jit_compile"]
+)
+@pytest.mark.parametrize("batch", [1, 3, 512], ids=["one", "three", "512"])
+def test_zero_limit_for_every_row_of_a_symbolic_batch(jit_compile, batch):
+    # Sources without a subword piece: every limit is 0, the batch size is
+    # only known at run time (the exported signature's groups). Nothing is
+    # decoded; stacking the empty TensorArray used to fail with "Tried to
+    # stack elements of an empty list with non-fully-defined element_shape".
+    step_fn = table_step_fn([[5, EOS_ID], [5, EOS_ID]])  # never called with 0 steps
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.int32)],
+        jit_compile=jit_compile,
+    )
+    def decode(max_length):
+        batch_size = tf.shape(max_length)[0]
+        state = {
+            "step": tf.zeros([batch_size], tf.int32),
+            "fed": tf.zeros([batch_size], tf.int32),
+        }
+        return greedy_search(step_fn, state, batch_size, max_length)
+
+    result = decode(tf.zeros([batch], tf.int32))
+    assert result.ids.shape == (batch, 0) and result.ids.dtype == tf.int32
+    np.testing.assert_array_equal(result.lengths, np.zeros(batch))
+    np.testing.assert_array_equal(result.scores, np.zeros(batch))
+    # The same function still decodes a batch with a positive limit.
+    result = decode(tf.constant([0, 3], tf.int32))
+    np.testing.assert_array_equal(result.ids, [[0, 0, 0], [5, EOS_ID, 0]])
+
+
 def test_max_length_from_source():
     limits = max_length_from_source([0, 4, 5, 40], ratio=1.5, offset=10, cap=50)
     assert limits.dtype == tf.int32

@@ -1,5 +1,7 @@
 """Translator: order, empty input, truncation, and the once-per-call head cache."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -30,7 +32,7 @@ def test_empty_list_gives_empty_list(model, bible_tokenizer):
 
 def test_long_source_is_truncated_with_eos(model, bible_tokenizer, bible_slice):
     translator = Translator(model, bible_tokenizer, bible_tokenizer, max_source_length=5)
-    encoded = translator._encode([" ".join(bible_slice.sources[:5])])
+    encoded, truncated = translator._encode([" ".join(bible_slice.sources[:5])])
     assert len(encoded[0]) == 5 and encoded[0][-1] == EOS_ID
 
 
@@ -90,7 +92,7 @@ def test_beam_size_one_is_greedy_and_wider_beams_decode(
     assert len(hypotheses) == 6 and all(isinstance(h, str) for h in hypotheses)
     # Its score is the best hypothesis's log-probability (α = 0): finite, ≤ 0.
     batch = np.full((6, 40), 0, "int32")
-    for row, ids in enumerate(beam._encode(sources)):
+    for row, ids in enumerate(beam._encode(sources)[0]):
         batch[row, :len(ids)] = ids[:40]
     _, beam_scores = beam._decode(batch, model.head.inference_cache())
     assert np.all(np.isfinite(beam_scores.numpy())) and np.all(beam_scores.numpy() <= 0)
@@ -123,3 +125,75 @@ def test_sources_without_a_piece_translate_to_empty_strings(model, bible_tokeniz
     assert outputs[1] == translator.translate([sources[1]])[0]
     assert outputs[3] == translator.translate([sources[3]])[0]
     assert translator.translate(["", " "]) == ["", ""]
+
+
+NO_PIECE_SOURCES = ["", " ", "\t\n  ", "\u200b", "\u200b\ufeff\u200b", "\x01\x02\x7f",
+                    b"\xff", b"\xc3", b"\xff\xfe\xfd", "\udcff", "\u3000\u00a0"]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4], ids=["greedy", "beam"])
+def test_sources_of_no_piece_translate_to_empty_strings(model, bible_tokenizer, bible_slice,
+                                                        beam_size):
+    # Empty, blank, zero-width, control characters, invalid bytes (in bytes or as
+    # a lone surrogate): no piece, "" (invalid bytes are read as U+FFFD, which the
+    # tokenizer drops, as in the exported signature).
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, beam_size=beam_size,
+                            max_length_offset=2)
+    assert translator.translate(NO_PIECE_SOURCES) == [""] * len(NO_PIECE_SOURCES)
+    assert translator.translate([""] * 512) == [""] * 512
+    mixed = translator.translate([b"\xff", bible_slice.sources[0], "\u200b"])
+    assert mixed[0] == mixed[2] == "" and mixed[1] == translator.translate(
+        [bible_slice.sources[0]])[0] != ""
+
+
+def test_invalid_bytes_inside_a_source_read_as_the_replacement_character(
+        model, bible_tokenizer):
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=2)
+    assert (translator.translate([b"Dios \xff es amor"])
+            == translator.translate(["Dios \ufffd es amor"]))
+
+
+def test_a_source_that_is_not_a_string_is_refused(model, bible_tokenizer):
+    with pytest.raises(ValueError, match="item 1 of type int"):
+        Translator(model, bible_tokenizer, bible_tokenizer).translate(["a", 3])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"length_penalty": float("nan")}, "length_penalty=nan"),
+        ({"length_penalty": float("inf")}, "length_penalty=inf"),
+        ({"length_penalty": float("-inf")}, "length_penalty=-inf"),
+        ({"length_penalty": -0.5}, "length_penalty=-0.5"),
+        ({"length_penalty": 11.0}, r"in \[0, 10\]. Received: length_penalty=11.0"),
+        ({"length_penalty": "0.6"}, "length_penalty='0.6'"),
+        ({"beam_size": 2.0}, "beam_size=2.0"),
+        ({"beam_size": True}, "beam_size=True"),
+        ({"batch_size": 0}, "batch_size=0"),
+        ({"max_length_ratio": float("nan")}, "max_length_ratio=nan"),
+        ({"max_length_ratio": 0}, "max_length_ratio=0"),
+        ({"max_length_offset": -1}, "max_length_offset=-1"),
+        ({"max_source_length": 1}, "max_source_length=1"),
+    ],
+    ids=lambda value: str(value) if isinstance(value, str) else None,
+)
+def test_options_out_of_range_are_refused_by_name(model, bible_tokenizer, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Translator(model, bible_tokenizer, bible_tokenizer, **{"beam_size": 4, **kwargs})
+
+
+def test_truncated_sources_are_counted_and_logged(model, bible_tokenizer, bible_slice, caplog):
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, max_source_length=5,
+                            max_length_offset=1)
+    assert translator.truncated_count == 0 and translator.truncated_indices == []
+    long_source = " ".join(bible_slice.sources[:3])
+    with caplog.at_level(logging.WARNING, logger="tf_outheads"):
+        outputs = translator.translate([long_source, "y", "", long_source])
+    assert len(outputs) == 4
+    assert translator.truncated_indices == [0, 3] and translator.truncated_count == 2
+    assert "2 of 4 sources were longer than 4 subword pieces and were cut" in caplog.text
+    # Each call counts its own sources.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tf_outheads"):
+        translator.translate(["y"])
+    assert translator.truncated_count == 0 and "were cut" not in caplog.text

@@ -15,6 +15,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -76,16 +77,34 @@ def unk_model(bible_tokenizer):
 
 
 @pytest.fixture(scope="session")
-def exports(tiny_models, unk_model, tokenizer, tmp_path_factory):
-    """name → SavedModel path: the three heads (greedy default) and the <unk> model."""
+def export_of(tiny_models, tokenizer, tmp_path_factory, request):
+    """`export_of(name)` → SavedModel path, exported on first use (once per session).
+
+    Names: the three heads of `HEADS` (greedy default, beam sizes 1 and `BEAM`)
+    and `"unk"` (the <unk> model, `replace_unk` on by default).
+    """
     root = tmp_path_factory.mktemp("exports")
     paths = {}
-    for name, model in tiny_models.items():
-        paths[name] = export_translator(model, tokenizer, tokenizer, str(root / name / "1"),
-                                        beam_sizes=(1, BEAM))
-    paths["unk"] = export_translator(unk_model, tokenizer, tokenizer, str(root / "unk" / "1"),
-                                     replace_unk=True, max_length_offset=0, beam_sizes=(1,))
-    return paths
+
+    def export(name):
+        if name not in paths:
+            if name == "unk":
+                paths[name] = export_translator(
+                    request.getfixturevalue("unk_model"), tokenizer, tokenizer,
+                    str(root / name / "1"), replace_unk=True, max_length_offset=0,
+                    beam_sizes=(1,))
+            else:
+                paths[name] = export_translator(tiny_models[name], tokenizer, tokenizer,
+                                                str(root / name / "1"), beam_sizes=(1, BEAM))
+        return paths[name]
+
+    return export
+
+
+@pytest.fixture(scope="session")
+def exports(export_of):
+    """name → SavedModel path: the three heads (greedy default) and the <unk> model."""
+    return {name: export_of(name) for name in (*HEADS, "unk")}
 
 
 def encode(texts):
@@ -119,3 +138,25 @@ class Server:
         assert result.returncode == 0, result.stderr[-3000:]
         self.response = json.loads(result.stdout)
         return self.response
+
+
+SERVING = pathlib.Path(__file__).resolve().parents[2] / "serving"
+
+
+def start_rest_emulator(model_dir, port_file, *extra):
+    """`(process, port)` of `serving/rest_emulator.py` serving `model_dir` on 127.0.0.1
+    (a free port, written to `port_file`); fails the test if it does not start."""
+    import pytest
+
+    process = subprocess.Popen(
+        [sys.executable, str(SERVING / "rest_emulator.py"), "--model-dir", model_dir,
+         "--port", "0", "--port-file", str(port_file), *extra],
+        cwd="/", env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not port_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the REST stand-in did not start: {process.communicate()[1][-2000:]}")
+        time.sleep(0.2)
+    return process, int(port_file.read_text())

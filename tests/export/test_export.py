@@ -16,6 +16,9 @@ TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokeni
             "SentencepieceIdToStringOp"}
 UNK_MARK = "\u2047"  # SentencePiece's rendering of <unk>
 INVALID_UTF8 = b"Dios \xff\xfe es amor \xc3"
+# Sources with no subword piece: empty, blank, zero-width, control characters,
+# invalid bytes only.
+NO_PIECE = ["", "   ", "\u200b", "\x01\x02\x1f", b"\xff", b"\x80\xbf", "\ufeff\t\n"]
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,14 @@ def served(exports, spanish_test_verses, long_text):
     calls["blank"] = server.call("tied", ["", "   ", "\t\n ", spanish_test_verses[0]])
     calls["blank beam"] = server.call("tied", ["", spanish_test_verses[0]], beam_size=BEAM,
                                       num_hypotheses=2)
+    # Every source of a beam-width group without a piece (used to fail the request).
+    calls["no piece greedy"] = server.call("tied", NO_PIECE)
+    calls["no piece beam"] = server.call("tied", NO_PIECE, beam_size=BEAM, num_hypotheses=2)
+    calls["no piece options"] = server.call("tied", NO_PIECE, beam_size=[1, BEAM] * 3 + [1],
+                                            num_hypotheses=-1, length_penalty=0.6)
+    calls["512 empty"] = server.call("tied", [""] * 512)
+    calls["no piece and a verse"] = server.call(
+        "tied", NO_PIECE + [spanish_test_verses[0]], beam_size=[1] * len(NO_PIECE) + [BEAM])
     calls["long"] = server.call("tied", [long_text, spanish_test_verses[0]])
     calls["invalid utf-8"] = server.call("tied", [INVALID_UTF8, b"\xff", b"\x00"])
     calls["bad option length"] = server.call("tied", spanish_test_verses[:3], beam_size=[BEAM, BEAM])
@@ -131,6 +142,7 @@ def test_empty_batch(served):
         assert "error" not in outputs, outputs
         assert outputs["translations"] == [] and outputs["scores"] == []
         assert outputs["beam_size"] == [] and outputs["truncated"] == []
+        assert outputs["empty_source"] == []
 
 
 def test_empty_and_whitespace_sources_give_the_empty_translation(served):
@@ -139,9 +151,36 @@ def test_empty_and_whitespace_sources_give_the_empty_translation(served):
     assert translations(outputs)[:3] == ["", "", ""]
     assert [row[0] for row in outputs["scores"]][:3] == [0.0, 0.0, 0.0]
     assert translations(outputs)[3] == translations(results["tied", "greedy"])[0]
+    assert outputs["empty_source"] == [True, True, True, False]
     beam = results["blank beam"]
     assert beam["translations"][0] == ["", ""] and beam["scores"][0] == [0.0, -math.inf]
     assert beam["translations"][1][0] == translations(results["tied", "beam"])[0]
+    assert beam["empty_source"] == [True, False]
+
+
+@pytest.mark.parametrize("key, width, n", [("no piece greedy", [1], 1),
+                                           ("no piece beam", [BEAM], 2),
+                                           ("no piece options", [1, BEAM], 1)])
+def test_a_group_of_sources_without_a_piece_gives_empty_translations(served, key, width, n):
+    results, _ = served
+    outputs = results[key]
+    assert "error" not in outputs, outputs
+    assert outputs["translations"] == [[""] * n] * len(NO_PIECE)
+    assert outputs["scores"] == [[0.0] + [-math.inf] * (n - 1)] * len(NO_PIECE)
+    assert outputs["empty_source"] == [True] * len(NO_PIECE)
+    assert outputs["truncated"] == [False] * len(NO_PIECE)
+    assert set(outputs["beam_size"]) == set(width)
+
+
+def test_many_empty_sources_and_a_verse(served):
+    results, _ = served
+    outputs = results["512 empty"]
+    assert "error" not in outputs, outputs
+    assert outputs["translations"] == [[""]] * 512 and outputs["scores"] == [[0.0]] * 512
+    assert outputs["empty_source"] == [True] * 512
+    mixed = results["no piece and a verse"]
+    assert mixed["empty_source"] == [True] * len(NO_PIECE) + [False]
+    assert translations(mixed) == [""] * len(NO_PIECE) + [translations(results["tied", "beam"])[0]]
 
 
 def test_long_sources_are_truncated_as_by_the_translator(served, tiny_models, tokenizer,
@@ -168,6 +207,7 @@ def test_invalid_utf8_is_replaced_not_refused(served, tiny_models, tokenizer):
     # SentencePiece drops U+FFFD: a lone invalid byte leaves no piece, so "" (score 0).
     assert translations(outputs)[1] == "" and outputs["scores"][1] == [0.0]
     assert translations(outputs)[2] == expected[1]  # NUL is valid UTF-8: <unk>
+    assert outputs["empty_source"] == [False, True, False]
     assert all(math.isfinite(row[0]) for row in outputs["scores"])
 
 
@@ -207,7 +247,7 @@ def test_saved_model_cli_lists_both_signatures(exports):
     serving = out.split("signature_def['serving_default']")[1].split("signature_def[")[0]
     assert "inputs['sources'] tensor_info:" in serving and "dtype: DT_STRING" in serving
     assert "shape: (-1)" in serving
-    for output in ("translations", "scores", "beam_size", "truncated"):
+    for output in ("translations", "scores", "beam_size", "truncated", "empty_source"):
         assert f"outputs['{output}']" in serving
     assert "shape: (-1, -1)" in serving
     translate = out.split("signature_def['translate']")[1].split("signature_def[")[0]
@@ -222,6 +262,10 @@ def test_export_records_its_options(exports):
     assert config["defaults"] == {"beam_size": 1, "length_penalty": 0.0, "num_hypotheses": 1,
                                   "replace_unk": False}
     assert config["head_cache"] == ["output_bias", "output_kernel"]
+    for signature in ("serving_default", "translate"):
+        assert config["signatures"][signature]["outputs"] == [
+            "translations", "scores", "beam_size", "truncated", "empty_source"]
+    assert config["max_length_penalty"] == 10.0
 
 
 def test_translate_options_have_recorded_defaults(served):

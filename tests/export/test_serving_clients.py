@@ -1,18 +1,14 @@
 """`serving/rest_client.py` against the REST stand-in on loopback (no TF Serving here)."""
 
 import importlib.util
-import os
-import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.export.conftest import BEAM
+from tests.export.conftest import BEAM, SERVING, start_rest_emulator
 from tf_outheads.decoding import Translator
 
-SERVING = pathlib.Path(__file__).resolve().parents[2] / "serving"
 SOURCES = ["Y dijo Dios: Sea la luz.", "Jehová es mi pastor; nada me faltará.", ""]
 
 
@@ -38,18 +34,8 @@ def test_request_bodies_follow_the_signatures():
 def rest_url(exports, tmp_path_factory):
     """The REST stand-in serving the tied export on 127.0.0.1, for 4 requests at most."""
     port_file = tmp_path_factory.mktemp("rest") / "port"
-    process = subprocess.Popen(
-        [sys.executable, str(SERVING / "rest_emulator.py"), "--model-dir", exports["tied"],
-         "--port", "0", "--port-file", str(port_file), "--max-requests", "4"],
-        cwd="/", env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not port_file.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the REST stand-in did not start: {process.communicate()[1][-2000:]}")
-        time.sleep(0.2)
-    yield f"http://127.0.0.1:{port_file.read_text()}/v1/models/translator"
+    process, port = start_rest_emulator(exports["tied"], port_file, "--max-requests", "4")
+    yield f"http://127.0.0.1:{port}/v1/models/translator"
     try:
         process.wait(timeout=60)
     finally:
@@ -65,6 +51,7 @@ def test_rest_client_translates_like_the_translator(rest_url, tiny_models, token
     predictions = rest_client.translate(SOURCES, url=rest_url, timeout=120)
     assert [p["translations"] for p in predictions] == [[greedy[0]], [greedy[1]], [""]]
     assert predictions[2]["scores"] == [0.0] and predictions[0]["truncated"] is False
+    assert [p["empty_source"] for p in predictions] == [False, False, True]
 
     predictions = rest_client.translate(SOURCES, url=rest_url, timeout=120, beam_size=BEAM,
                                         num_hypotheses=2)

@@ -305,7 +305,9 @@ def beam_search(
         beam_size: int `k >= 1`, hypotheses kept alive per sentence.
         max_length: int, or int32 tensor `(batch,)` of per-sentence limits,
             counting tokens after BOS, EOS included.
-        length_penalty: float `α`. Defaults to `0.0` (raw log-probability).
+        length_penalty: float `α`, finite, or a float tensor broadcastable
+            to `(batch, 1)` (one `α` per sentence; the caller checks it is
+            finite). Defaults to `0.0` (raw log-probability).
         coverage_penalty: float `β >= 0`. Defaults to `0.0` (no attention
             needed).
         min_length: int, EOS is scored `-inf` at the first `min_length`
@@ -382,6 +384,14 @@ def beam_search(
         raise ValueError(
             "`coverage_penalty` must be non-negative. "
             f"Received: coverage_penalty={coverage_penalty}"
+        )
+    if isinstance(length_penalty, (int, float, np.number)) and not math.isfinite(
+        length_penalty
+    ):
+        # NaN makes every normalised score NaN: nothing would ever finish.
+        raise ValueError(
+            "`length_penalty` must be finite. "
+            f"Received: length_penalty={length_penalty}"
         )
     if max_step_score is not None and not math.isfinite(max_step_score):
         raise ValueError(

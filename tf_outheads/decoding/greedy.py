@@ -128,7 +128,8 @@ def greedy_search(
     static bound XLA needs). `ids` is always that bound wide, in every mode,
     so eager and compiled results have the same shape. Under XLA a tensor
     `max_length` is treated as a compile-time constant: each distinct
-    `max(max_length)` compiles once.
+    `max(max_length)` compiles once. When every limit is 0 nothing is
+    decoded: `ids` is `(batch, 0)`, lengths and scores are 0.
 
     A sentence that has finished stops growing: its later ids are `PAD_ID`
     and its score and length no longer change. `step_fn` is still called on
@@ -249,8 +250,21 @@ def greedy_search(
         maximum_iterations=max_steps,
     )
     # Steps the loop did not reach are left unwritten and stack as zeros;
-    # the mask writes PAD_ID there explicitly.
-    ids = tf.transpose(emitted.stack())  # (batch, max_steps)
+    # the mask writes PAD_ID there explicitly. With a loop bound of 0 (every
+    # row's limit is 0: sources without a subword piece) nothing was written,
+    # and a TensorArray whose element shape is not static (a batch size only
+    # known at run time) cannot stack zero elements: the ids are then the
+    # empty `(batch, 0)`.
+    def stacked():
+        return tf.transpose(emitted.stack())  # (batch, max_steps)
+
+    def no_steps():
+        return tf.zeros([batch_size, 0], tf.int32)
+
+    if isinstance(max_steps, int):
+        ids = stacked() if max_steps > 0 else no_steps()
+    else:
+        ids = tf.cond(max_steps > 0, stacked, no_steps)
     positions = tf.range(tf.shape(ids)[1])[tf.newaxis, :]
     ids = tf.where(positions < lengths[:, tf.newaxis], ids, PAD_ID)
     return GreedyResult(ids=ids, lengths=lengths, scores=scores)

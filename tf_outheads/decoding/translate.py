@@ -8,13 +8,19 @@ largest per-sentence limit of the batch): a model that preallocates per-step
 caches (`zoo.TransformerSeq2Seq`) sizes them with it.
 """
 
+import logging
+import numbers
+
 import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
+from tf_outheads.decoding.options import check_length_limits, check_length_penalty
 from tf_outheads.decoding.unk import replace_unknown_words
+
+logger = logging.getLogger(__name__)
 
 
 class Translator:
@@ -27,53 +33,83 @@ class Translator:
     squares of each, one cheap pass over them per call), so training steps,
     `load_weights` or a direct `assign` all refresh it.
 
+    Every source gives one translation, in input order, and no string is
+    refused: a source with no subword piece (empty, whitespace, zero-width or
+    control characters only, invalid bytes only) translates to `""`; invalid
+    UTF-8 bytes (in a `bytes` source, or a lone surrogate in a `str`) are read
+    as U+FFFD, as the exported signature does. A source longer than
+    `max_source_length - 1` pieces is translated from its first
+    `max_source_length - 1`: `translate` counts these (`truncated_count`,
+    `truncated_indices`) and logs a warning on the `tf_outheads` logger.
+
     Args:
         model: a model with `initial_decoding_state(source_ids, max_length)`
             and `make_step_fn(cache)`.
         source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         target_tokenizer: `tf_outheads.data.SubwordTokenizer`.
-        batch_size: int. Sentences per decoding batch. Defaults to 64.
-        max_length_ratio: float. Output limit = ratio × source length + offset
-            (in subword tokens). Defaults to 1.5.
-        max_length_offset: int. Defaults to 10.
-        max_source_length: int. Longer sources are truncated to this many
-            subword tokens (EOS kept), so one pathological line cannot blow up
-            memory. Defaults to 256.
-        beam_size: int. 1 decodes greedily; more runs
+        batch_size: int >= 1. Sentences per decoding batch. Defaults to 64.
+        max_length_ratio: float > 0. Output limit = ratio × source length +
+            offset (in subword tokens). Defaults to 1.5.
+        max_length_offset: int >= 0. Defaults to 10.
+        max_source_length: int >= 2. Longer sources are truncated to this
+            many subword tokens (EOS kept), so one pathological line cannot
+            blow up memory. Defaults to 256.
+        beam_size: int >= 1. 1 decodes greedily; more runs
             `tf_outheads.decoding.beam_search` and keeps its best hypothesis.
             Defaults to 1.
-        length_penalty: float, GNMT α of the beam search. Defaults to 0.0.
+        length_penalty: float, GNMT α of the beam search, finite, in
+            `[0, 10]` (`tf_outheads.decoding.options.MAX_LENGTH_PENALTY`).
+            Defaults to 0.0.
         replace_unk: bool. Write the most-attended source word over every
             `<unk>` the model outputs (`tf_outheads.decoding.replace_unknown_words`;
             the model needs `source_alignments(source_ids, target_in)`).
             Batches without `<unk>` cost nothing extra; the others one
             teacher-forced pass over the chosen outputs. Defaults to `False`.
 
+    Attributes:
+        truncated_indices: list of int. Positions, in the last `translate`
+            call's input, of the sources that were cut to
+            `max_source_length - 1` pieces (empty before any call).
+        truncated_count: int. `len(truncated_indices)`.
+
+    Raises:
+        ValueError: an option out of range (`batch_size`, `beam_size`,
+            `length_penalty`, `max_length_ratio`, `max_length_offset`,
+            `max_source_length`), named with the value received; or
+            `replace_unk=True` with a model that cannot align.
+
     Example:
     ```python
     translator = Translator(model, source_tokenizer, target_tokenizer)
     translator.translate(["En el principio creó Dios los cielos y la tierra."])
+    translator.truncated_count  # 0: no source was longer than 255 pieces
     ```
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
                  beam_size=1, length_penalty=0.0, replace_unk=False):
-        if batch_size < 1:
-            raise ValueError(f"`batch_size` must be >= 1. Received: batch_size={batch_size}")
-        if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        if (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
+                or batch_size < 1):
+            raise ValueError("`batch_size` must be an int >= 1. "
+                             f"Received: batch_size={batch_size!r}")
+        if (isinstance(beam_size, bool) or not isinstance(beam_size, numbers.Integral)
+                or beam_size < 1):
             raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+        length_penalty = check_length_penalty(length_penalty)
+        max_length_ratio, max_length_offset, max_source_length = check_length_limits(
+            max_length_ratio, max_length_offset, max_source_length)
         if replace_unk and not callable(getattr(model, "source_alignments", None)):
             raise ValueError(
                 "`replace_unk=True` needs a model with `source_alignments(source_ids, "
                 f"target_in)`. Received: a {type(model).__name__} without it")
-        self.beam_size = beam_size
+        self.beam_size = int(beam_size)
         self.length_penalty = length_penalty
         self.replace_unk = bool(replace_unk)
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.batch_size = batch_size
+        self.batch_size = int(batch_size)
         self.max_length_ratio = max_length_ratio
         self.max_length_offset = max_length_offset
         self.max_source_length = max_source_length
@@ -84,6 +120,12 @@ class Translator:
             self._align = tf.function(model.source_alignments, reduce_retracing=True)
         self._cache = None
         self._cache_fingerprint = None
+        self.truncated_indices = []
+
+    @property
+    def truncated_count(self):
+        """int, sources of the last `translate` call cut to `max_source_length - 1` pieces."""
+        return len(self.truncated_indices)
 
     def _weights_fingerprint(self):
         sums = []
@@ -121,10 +163,26 @@ class Translator:
         return result.ids[:, 0], result.scores[:, 0]
 
     def _encode(self, sentences):
-        ragged = self.source_tokenizer.tokenize(tf.constant(sentences, dtype=tf.string))
-        ids = ragged.to_list()
+        """Source ids with EOS, and the positions of the sources that were cut."""
+        raw = []
+        for index, sentence in enumerate(sentences):
+            if isinstance(sentence, str):
+                # A lone surrogate (text read with errors="surrogateescape")
+                # becomes invalid bytes, then U+FFFD below.
+                raw.append(sentence.encode("utf-8", "surrogatepass"))
+            elif isinstance(sentence, (bytes, np.bytes_)):
+                raw.append(bytes(sentence))
+            else:
+                raise ValueError("`sentences` must hold strings (str or bytes). "
+                                 f"Received: item {index} of type {type(sentence).__name__}")
+        # Invalid UTF-8 → U+FFFD, as the exported signature reads its input.
+        text = tf.strings.unicode_transcode(tf.constant(raw, dtype=tf.string), "UTF-8", "UTF-8",
+                                            errors="replace", replacement_char=0xFFFD,
+                                            replace_control_characters=False)
+        ids = self.source_tokenizer.tokenize(text).to_list()
         limit = self.max_source_length - 1
-        return [row[:limit] + [EOS_ID] for row in ids]
+        truncated = [index for index, row in enumerate(ids) if len(row) > limit]
+        return [row[:limit] + [EOS_ID] for row in ids], truncated
 
     def _texts(self, source_ids, ids):
         if not (self.replace_unk and (ids == UNK_ID).any()):
@@ -137,11 +195,32 @@ class Translator:
         return [text.decode("utf-8") for text in texts.numpy()]
 
     def translate(self, sentences):
-        """Translate a list of raw source strings; returns a list of strings."""
+        """Translate raw source strings.
+
+        Args:
+            sentences: iterable of str (or UTF-8 bytes).
+
+        Returns:
+            list of str, one translation per source, in input order (`""` for
+            a source with no subword piece).
+
+        Raises:
+            ValueError: an item that is neither str nor bytes.
+
+        Sources longer than `max_source_length - 1` pieces are cut there:
+        their positions are recorded in `truncated_indices` (and
+        `truncated_count`), and a warning says how many were cut.
+        """
         sentences = list(sentences)
+        self.truncated_indices = []
         if not sentences:
             return []
-        encoded = self._encode(sentences)
+        encoded, self.truncated_indices = self._encode(sentences)
+        if self.truncated_indices:
+            logger.warning("%d of %d sources were longer than %d subword pieces and were cut "
+                           "to that length (max_source_length=%d, EOS included)",
+                           len(self.truncated_indices), len(sentences),
+                           self.max_source_length - 1, self.max_source_length)
         # Weight-only head tensors: never per batch or per step.
         outputs = [None] * len(sentences)
         # A source with no piece (empty, blank, or only characters the

@@ -11,7 +11,8 @@ Everything a translation needs runs inside the exported graph, so a server
          beam_search (n = 1, or n = width when a row asks for an n-best list),
          step function model.make_step_fn(head cache)
       └─ SentencePiece detokenize, optional <unk> replacement by attention (CPU)
-    translations (batch, n) tf.string, scores (batch, n) float32, ...
+    translations (batch, n) tf.string, scores (batch, n) float32,
+    beam_size (batch,) int32, truncated (batch,) bool, empty_source (batch,) bool
 
 Signatures (both callable through TF Serving's REST and gRPC APIs):
 
@@ -25,7 +26,10 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   server-side batching work), and a negative value (`-1`) means "the
   export's default". The SignatureDef records `[-1]` as each option's
   default, so a gRPC `PredictRequest` may leave options out; TF Serving's
-  REST API needs every input named (send `[-1]`).
+  REST API needs every input named (send `[-1]`). An option value the search
+  cannot use (a NaN or infinite `length_penalty`, one above 10, `replace_unk`
+  on an export that cannot align) fails the request with an
+  `InvalidArgumentError` naming the option, before anything is decoded.
 
 The head's weight-only tensors (`head.inference_cache()`: the joint head's
 E' = g_out(E), the continuous head's normalised table) are computed **once,
@@ -44,6 +48,8 @@ from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
+from tf_outheads.decoding.options import (MAX_LENGTH_PENALTY, check_length_limits,
+                                          check_length_penalty)
 from tf_outheads.decoding.unk import replace_unknown_words
 from tf_outheads.validation import positive_int
 
@@ -55,7 +61,7 @@ SIGNATURE_KEYS = ("serving_default", "translate")
 CONFIG_PATH = os.path.join("assets.extra", "tf_outheads_export.json")
 # What `saved_model_cli` and servers see: input and output names.
 SOURCES = "sources"
-OUTPUT_NAMES = ("translations", "scores", "beam_size", "truncated")
+OUTPUT_NAMES = ("translations", "scores", "beam_size", "truncated", "empty_source")
 _CPU = "/cpu:0"
 
 
@@ -90,8 +96,8 @@ class TranslatorModule(tf.Module):
         target_tokenizer: `tf_outheads.data.SubwordTokenizer` (may be the
             same object: a joint model is saved once).
         beam_size: int. Default beam width; 1 decodes greedily. Defaults to 1.
-        length_penalty: float >= 0. Default GNMT α of the beam search.
-            Defaults to 0.0.
+        length_penalty: float, finite, in `[0, 10]`. Default GNMT α of the
+            beam search. Defaults to 0.0.
         num_hypotheses: int. Default n-best size (at most the beam width).
             Defaults to 1.
         replace_unk: bool. Default for copying the most-attended source word
@@ -106,9 +112,9 @@ class TranslatorModule(tf.Module):
             `max_source_length - 1` subword pieces, then EOS (as `Translator`);
             the `truncated` output says whether pieces were dropped.
             Defaults to 256.
-        max_length_ratio: float. Output limit = ratio × source length +
+        max_length_ratio: float > 0. Output limit = ratio × source length +
             offset (source length with EOS, as `Translator`). Defaults to 1.5.
-        max_length_offset: int. Defaults to 10.
+        max_length_offset: int >= 0. Defaults to 10.
         max_input_bytes: int. Raw inputs are cut to this many bytes before
             tokenization (bounds the work one request can ask for; a
             character cut in two becomes U+FFFD). With the defaults the first
@@ -116,15 +122,35 @@ class TranslatorModule(tf.Module):
             Defaults to 65536.
         name: str. Module name. Defaults to `"translator"`.
 
+    Outputs: `translations` `(batch, n)` string, `scores` `(batch, n)`
+    float32, `beam_size` `(batch,)` int32 (the width each row was decoded
+    with), `truncated` `(batch,)` bool (pieces dropped past
+    `max_source_length - 1`) and `empty_source` `(batch,)` bool (the source
+    has no subword piece, so nothing was decoded for it).
+
     Bad input gives defined outputs, never an error: an empty batch gives
-    `(0, n)` outputs; a source with no subword piece (empty or whitespace-only
-    string) gives the empty translation with score 0 (nothing is decoded for
-    it); invalid UTF-8 bytes are replaced by U+FFFD before tokenization (the
-    tokenizer maps it to `<unk>` unless the vocabulary has it); sources longer
-    than `max_source_length - 1` pieces are truncated. Columns of an n-best
-    list beyond what a row asked for, or beyond the hypotheses the search
-    found, are `""` with score `-inf`. Only option tensors of the wrong length
-    (neither 1 nor the batch size) are refused (`InvalidArgumentError`).
+    `(0, n)` outputs; a source with no subword piece (empty, whitespace,
+    zero-width or control characters only, invalid bytes only; any number of
+    them, in any beam-width group) gives the empty translation with score 0
+    and `empty_source` set; invalid UTF-8 bytes are replaced by U+FFFD before
+    tokenization (which SentencePiece drops); sources longer than
+    `max_source_length - 1` pieces are truncated. Columns of an n-best list
+    beyond what a row asked for, or beyond the hypotheses the search found,
+    are `""` with score `-inf`.
+
+    Options of a request: a negative value means the export's default (and
+    so does 0 for `beam_size` and `num_hypotheses`); a `beam_size` the graph
+    has no search for gets the largest exported width not above it; a
+    `num_hypotheses` above the width is cut to the width; a `replace_unk`
+    above 0 means on. Refused, with an `InvalidArgumentError` whose message
+    names the option and the values received: an option tensor of the wrong
+    length (neither 1 nor the batch size), a NaN or infinite
+    `length_penalty` or one above 10, and `replace_unk` > 0 when the model
+    cannot align (`replace_unk_available` false in the export's config).
+
+    Raises:
+        ValueError: a default option out of range (named, with the value
+            received), e.g. a NaN `length_penalty`.
 
     Example:
 
@@ -146,13 +172,10 @@ class TranslatorModule(tf.Module):
         if num_hypotheses > beam_size:
             raise ValueError("`num_hypotheses` must be at most `beam_size` "
                              f"({beam_size}). Received: num_hypotheses={num_hypotheses}")
-        if not float(length_penalty) >= 0.0:
-            raise ValueError(f"`length_penalty` must be >= 0. Received: "
-                             f"length_penalty={length_penalty!r}")
+        length_penalty = check_length_penalty(length_penalty)
         widths = [positive_int("beam_sizes", width) for width in beam_sizes]
-        if positive_int("max_source_length", max_source_length) < 2:
-            raise ValueError("`max_source_length` must be >= 2 (one piece and EOS). "
-                             f"Received: max_source_length={max_source_length}")
+        max_length_ratio, max_length_offset, max_source_length = check_length_limits(
+            max_length_ratio, max_length_offset, max_source_length)
         positive_int("max_input_bytes", max_input_bytes)
         can_align = callable(getattr(model, "source_alignments", None))
         if replace_unk and not can_align:
@@ -238,10 +261,41 @@ class TranslatorModule(tf.Module):
             "max_length_ratio": self.max_length_ratio,
             "max_length_offset": self.max_length_offset,
             "max_input_bytes": self.max_input_bytes,
+            "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
         }
 
     # -- graph ----------------------------------------------------------------
+    @staticmethod
+    def _check_options(batch_size, options, replace_unk_available):
+        """Asserts refusing the option values a request cannot use (see the class docstring).
+
+        Each raises `InvalidArgumentError` with a message naming the option
+        and showing the values received.
+        """
+        checks = []
+        for name, value in options.items():
+            size = tf.size(value)
+            checks.append(tf.debugging.Assert(
+                tf.logical_or(tf.equal(size, 1), tf.equal(size, batch_size)),
+                [f"`{name}` must hold one value, or one per source. Received: {name} of "
+                 "length", size, "for a batch of", batch_size], name=f"check_{name}_length"))
+        length_penalty = options["length_penalty"]
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.logical_and(tf.math.is_finite(length_penalty),
+                                         length_penalty <= MAX_LENGTH_PENALTY)),
+            [f"`length_penalty` must be finite and in [0, {MAX_LENGTH_PENALTY:g}], or "
+             "negative (-1) for the export default. Received: length_penalty=",
+             length_penalty], summarize=16, name="check_length_penalty"))
+        if not replace_unk_available:
+            replace_unk = options["replace_unk"]
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all(replace_unk <= 0),
+                ["`replace_unk` is not available in this export (its model has no "
+                 "source_alignments): send 0 or -1. Received: replace_unk=", replace_unk],
+                summarize=16, name="check_replace_unk"))
+        return checks
+
     def _option(self, value, default, batch_size, is_default):
         """One value per row: broadcast a single value, negative → the default."""
         value = tf.broadcast_to(value, [batch_size])
@@ -291,7 +345,8 @@ class TranslatorModule(tf.Module):
     def _texts(self, ids, source_ids, replace):
         """Hypotheses `(b, n, T)` → strings `(b, n)`, <unk> replaced where `replace` (b,)."""
         shape = tf.shape(ids)
-        flat_ids = tf.reshape(ids, [-1, shape[2]])  # (b·n, T)
+        # Explicit sizes: `-1` cannot be inferred when T is 0 (nothing decoded).
+        flat_ids = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # (b·n, T)
         with tf.device(_CPU):
             plain = self.target_tokenizer.detokenize(flat_ids)
         if self.can_replace_unk:
@@ -337,6 +392,12 @@ class TranslatorModule(tf.Module):
         return tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf"))
 
     def _translate(self, sources, beam_size, length_penalty, num_hypotheses, replace_unk):
+        options = {"beam_size": beam_size, "length_penalty": length_penalty,
+                   "num_hypotheses": num_hypotheses, "replace_unk": replace_unk}
+        checks = self._check_options(tf.size(sources), options, self.can_replace_unk)
+        # Refused options fail the request before anything is tokenized or decoded.
+        with tf.control_dependencies(checks):
+            sources = tf.identity(sources)
         batch_size = tf.shape(sources)[0]
         # Per-row options; negative (or, for sizes, 0) → the export's default.
         beam_size = self._option(beam_size, self.beam_size, batch_size, lambda v: v < 1)
@@ -374,6 +435,7 @@ class TranslatorModule(tf.Module):
             "scores": tf.dynamic_stitch(indices, scores),  # (B, n)
             "beam_size": beam_size,  # (B,) the width each row was decoded with
             "truncated": truncated,  # (B,) pieces dropped past max_source_length
+            "empty_source": tf.equal(num_pieces, 0),  # (B,) no piece: nothing decoded
         }
 
 
@@ -388,8 +450,9 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
     length_penalty, num_hypotheses, replace_unk)`; outputs `translations`
     `(batch, n)` string, `scores` `(batch, n)` float32 (greedy: the sum of
     log-scores; beam: the GNMT-normalised score), `beam_size` `(batch,)`
-    int32 and `truncated` `(batch,)` bool. The export's options are also
-    written to `path/assets.extra/tf_outheads_export.json`.
+    int32, `truncated` `(batch,)` bool and `empty_source` `(batch,)` bool
+    (the source has no subword piece: `""` with score 0). The export's
+    options are also written to `path/assets.extra/tf_outheads_export.json`.
 
     The SavedModel loads with `tf.saved_model.load` after `import
     tensorflow_text` (its SentencePiece ops), without `tf_outheads`, and
@@ -406,6 +469,10 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
 
     Returns:
         str, `path`.
+
+    Raises:
+        ValueError: an option out of range, named with the value received
+            (as `TranslatorModule`), before anything is written.
 
     Example:
 

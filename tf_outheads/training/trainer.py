@@ -52,7 +52,7 @@ import keras
 import tensorflow as tf
 
 from tf_outheads.training.head_loss import count_target_tokens
-from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
+from tf_outheads.training.backup import BackupManager, variables_signature
 from tf_outheads.training.strategy import is_chief, num_workers
 from tf_outheads.validation import positive_int
 

@@ -1,0 +1,58 @@
+"""Export options out of range are refused by name: at export time, and per request in the graph."""
+
+import pytest
+import tensorflow as tf
+
+from tf_outheads.export import TranslatorModule, export_translator
+
+
+class WithoutAlignments:
+    """A model that cannot align (no `source_alignments`): no `<unk>` replacement."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        if name == "source_alignments":
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"length_penalty": float("nan")}, "length_penalty=nan"),
+        ({"length_penalty": float("inf")}, "length_penalty=inf"),
+        ({"length_penalty": -0.1}, "length_penalty=-0.1"),
+        ({"length_penalty": 10.5}, r"in \[0, 10\]. Received: length_penalty=10.5"),
+        ({"max_length_ratio": float("nan")}, "max_length_ratio=nan"),
+        ({"max_length_offset": -3}, "max_length_offset=-3"),
+        ({"max_source_length": 1}, "max_source_length=1"),
+        ({"num_hypotheses": 3, "beam_size": 2}, "num_hypotheses=3"),
+    ],
+    ids=["nan", "inf", "negative", "above_10", "ratio_nan", "offset", "source_length", "n_best"],
+)
+def test_export_refuses_default_options_out_of_range(tiny_models, tokenizer, tmp_path, kwargs,
+                                                     message):
+    with pytest.raises(ValueError, match=message):
+        export_translator(tiny_models["tied"], tokenizer, tokenizer, tmp_path / "1", **kwargs)
+    assert not (tmp_path / "1").exists()
+
+
+def call(module, sources, replace_unk):
+    return module.translate(tf.constant(sources, tf.string), tf.constant([-1]),
+                            tf.constant([-1.0]), tf.constant([-1]), tf.constant(replace_unk))
+
+
+def test_replace_unk_is_refused_where_the_model_cannot_align(tiny_models, tokenizer):
+    # It used to be ignored silently: the request got <unk> where it asked for words.
+    module = TranslatorModule(WithoutAlignments(tiny_models["tied"]), tokenizer, tokenizer,
+                              beam_sizes=(1,))
+    assert module.config()["replace_unk_available"] is False
+    for replace_unk in ([1], [0, 2]):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"`replace_unk` is not available in this export"):
+            call(module, ["Y dijo Dios", "Sea la luz"], replace_unk)
+    outputs = call(module, ["Y dijo Dios", ""], [0])
+    assert outputs["translations"].shape == (2, 1)
+    assert outputs["empty_source"].numpy().tolist() == [False, True]

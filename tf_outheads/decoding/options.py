@@ -1,0 +1,80 @@
+"""Checks of the decoding options that `Translator` and the export share.
+
+A value a search cannot use is refused with a `ValueError` that names the
+option and the value received, before anything is decoded: a NaN length
+penalty, for one, would otherwise make every score NaN and every output empty.
+"""
+
+import math
+import numbers
+
+# Largest GNMT α accepted. The length penalty ((5 + |Y|) / 6) ** α of a
+# 400-token output (the default limit for a 256-piece source) passes float32's
+# largest value (3.4e38) near α = 21, and then every normalised score is 0;
+# α = 10 stays finite for outputs up to 43,000 tokens. Useful values lie in
+# [0, 1] (Wu et al. 2016 tune α in [0.2, 1]).
+MAX_LENGTH_PENALTY = 10.0
+
+
+def _real(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"`{name}` must be a number. Received: {name}={value!r}")
+    return float(value)
+
+
+def check_length_penalty(length_penalty):
+    """`float(length_penalty)` if it is a finite GNMT α in `[0, MAX_LENGTH_PENALTY]`.
+
+    Args:
+        length_penalty: number, the GNMT α of the beam search.
+
+    Returns:
+        float, the value.
+
+    Raises:
+        ValueError: `length_penalty` is not a number, is NaN or infinite,
+            negative, or above `MAX_LENGTH_PENALTY` (10).
+
+    Example:
+
+    ```python
+    from tf_outheads.decoding.options import check_length_penalty
+    check_length_penalty(0.6)  # 0.6
+    check_length_penalty(float("nan"))  # ValueError: ... Received: length_penalty=nan
+    ```
+    """
+    value = _real("length_penalty", length_penalty)
+    if not (math.isfinite(value) and 0.0 <= value <= MAX_LENGTH_PENALTY):
+        raise ValueError(
+            f"`length_penalty` must be a finite number in [0, {MAX_LENGTH_PENALTY:g}]. "
+            f"Received: length_penalty={length_penalty!r}")
+    return value
+
+
+def check_length_limits(max_length_ratio, max_length_offset, max_source_length):
+    """Check the output and source length limits of `Translator` and the export.
+
+    Args:
+        max_length_ratio: number, finite and > 0.
+        max_length_offset: int >= 0.
+        max_source_length: int >= 2 (one piece and EOS).
+
+    Returns:
+        `(float(max_length_ratio), int(max_length_offset), int(max_source_length))`.
+
+    Raises:
+        ValueError: naming the first option out of range and its value.
+    """
+    ratio = _real("max_length_ratio", max_length_ratio)
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise ValueError("`max_length_ratio` must be a finite number > 0. "
+                         f"Received: max_length_ratio={max_length_ratio!r}")
+    if (isinstance(max_length_offset, bool) or not isinstance(max_length_offset, numbers.Integral)
+            or max_length_offset < 0):
+        raise ValueError("`max_length_offset` must be an int >= 0. "
+                         f"Received: max_length_offset={max_length_offset!r}")
+    if (isinstance(max_source_length, bool) or not isinstance(max_source_length, numbers.Integral)
+            or max_source_length < 2):
+        raise ValueError("`max_source_length` must be an int >= 2 (one piece and EOS). "
+                         f"Received: max_source_length={max_source_length!r}")
+    return ratio, int(max_length_offset), int(max_source_length)
