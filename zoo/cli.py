@@ -10,6 +10,7 @@
 import argparse
 import ast
 import json
+import logging
 import os
 import sys
 import traceback
@@ -93,12 +94,8 @@ def _translate(args):
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
     options = dict(preset["decode"])
     _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk"))
-    translator = Translator(model, source_tokenizer, target_tokenizer, **options)
-    hypotheses = translator.translate(sources)
-    cut = getattr(translator, "truncated_count", 0)
-    if cut:
-        print(f"[translate] {cut} of {len(sources)} source line(s) had more pieces than the "
-              "model reads and were cut", file=sys.stderr)
+    # Sources longer than the model reads are cut, with a logged warning that counts them.
+    hypotheses = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
     text = "\n".join(hypotheses) + ("\n" if hypotheses else "")
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -350,12 +347,36 @@ def user_errors():
     return (ValueError, OSError, CheckpointError, NonFiniteLossError)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the `sys.stderr` of the moment (not the one at creation)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _show_library_warnings():
+    """The library's warnings (`tf_outheads` logger: sources cut, ...) as `warning: ...`
+    lines on stderr, once, whatever handlers TensorFlow's absl puts on the root logger."""
+    logger = logging.getLogger("tf_outheads")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("warning: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 def main(argv=None):
     """Runs a command; a user error is printed as one `error: ...` line with exit status 2
     (its traceback with `--debug`); any other exception is a bug and keeps its traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _show_library_warnings()
     try:
         args.func(args)
     except user_errors() as error:

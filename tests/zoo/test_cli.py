@@ -300,3 +300,13 @@ def test_tokenizer_files_of_another_run_are_refused(trained_run, small_corpus, t
     err = capsys.readouterr().err
     assert os.path.join(run_dir, "model.keras") in err and "tokenizer.json" in err, err
     assert "from another run" in err
+
+
+def test_translate_says_how_many_sources_were_cut(trained_run, tmp_path, capfd):
+    source = tmp_path / "long.txt"
+    verse = "En el principio creó Dios los cielos y la tierra. "
+    source.write_text("Y dijo Dios: Sea la luz.\n" + verse * 60 + "\n", encoding="utf-8")
+    cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
+              "--output", str(tmp_path / "out.txt")])
+    err = capfd.readouterr().err
+    assert "1 of 2 sources were longer than 255 subword pieces and were cut" in err, err
