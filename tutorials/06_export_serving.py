@@ -176,14 +176,15 @@ print(f"3-best lists start with the beam-{BEAM} translation: "
 # ## 6. Bad input gives defined answers
 # Empty and whitespace-only sources give `""` with score 0, invalid UTF-8 bytes
 # become U+FFFD (SentencePiece drops it), and a source longer than 255 subword
-# pieces is translated from its first 255 and flagged `truncated`.
+# pieces is translated from its first 255 and flagged `truncated`. Sources with no
+# piece at all are flagged `empty_source`, even when a whole request is made of them.
 
 # %%
 print("=== BAD INPUT ===")
 for source, prediction in zip(["''", "'   '", "b'Dios \\xff es amor'", "75 KB of verses"],
                               answers["bad input"]["predictions"]):
     print(f"{source}: {prediction['translations'][0]!r} score {prediction['scores'][0]:.3f} "
-          f"truncated {prediction['truncated']}")
+          f"truncated {prediction['truncated']} empty_source {prediction['empty_source']}")
 
 # %% [markdown]
 # ## 7. The real server

@@ -37,7 +37,7 @@ def test_export_tutorial_serves_what_the_translator_says(tmp_path):
     assert "3-best lists start with the beam-4 translation: True" in same
 
     bad = section(out, "=== BAD INPUT ===").strip().splitlines()
-    assert bad[0].startswith("'': '' score 0.000 truncated False")
-    assert bad[1].startswith("'   ': '' score 0.000 truncated False")
-    assert bad[3].endswith("truncated True")
+    assert bad[0] == "'': '' score 0.000 truncated False empty_source True"
+    assert bad[1] == "'   ': '' score 0.000 truncated False empty_source True"
+    assert bad[3].endswith("truncated True empty_source False")
     assert (tmp_path / "exports" / "translator" / "1" / "saved_model.pb").exists()
