@@ -80,13 +80,12 @@ _PAPPAS_LSTM = {
 }
 
 PRESETS = {
-    # The default: trains in about 10 minutes on 2 CPU cores. OpenNMT-py's LSTM
-    # recipe at CPU size (shared/peers/opennmt-py-lstm-cpu.yaml): 1-layer biLSTM /
-    # LSTM 256, "general" attention with input feeding, dropout 0.1, U(±0.1)
-    # initialisation, Adam 5e-3 (ε 1e-8), global norm clipping 5, label smoothing
-    # 0.1, 2,048-token batches, 4K joint BPE. Its tied/untied variants learn as
-    # OpenNMT-py's do on the same pieces and steps (benchmarks/peer_opennmt.py);
-    # how the heads compare is in docs/results.md, not here.
+    # The default, a 10-minute budget on 2 CPU cores. OpenNMT-py's LSTM recipe at
+    # CPU size (shared/peers/opennmt-py-lstm-cpu.yaml): 1-layer biLSTM / LSTM 256,
+    # "general" attention with input feeding, dropout 0.1, U(±0.1) initialisation,
+    # Adam 5e-3 (ε 1e-8), global norm clipping 5, label smoothing 0.1, 2,048-token
+    # batches, 4K joint BPE. OpenNMT-py's, so that the tied and untied baselines can
+    # be checked against OpenNMT-py itself (benchmarks/README.md, "Peer: OpenNMT-py").
     "lstm-cpu": {
         "description": "CPU-sized attentional LSTM with the joint head, d_j = 512 (default)",
         "data": dict(_BIBLE_DATA, vocab_size=4000, batch_tokens=2048),
@@ -120,7 +119,7 @@ PRESETS = {
         "decode": {"batch_size": 128, "max_length_ratio": 1.5, "max_length_offset": 10,
                    "beam_size": 1, "length_penalty": 0.0},
     },
-    # A few-minute smoke run (used by tests and the tutorial).
+    # A smoke run: 40 steps of a 64-unit model (tests and tutorials).
     "lstm-tiny": {
         "description": "Tiny attentional LSTM for tests and tutorials",
         "data": dict(_BIBLE_DATA, vocab_size=1000, batch_tokens=2048, max_length=40),
@@ -167,7 +166,8 @@ PRESETS = {
 }
 PRESETS["lstm-pappas-tied"]["model"]["head"] = "tied"
 
-# Output layers of Pappas et al. 2018 as head specs (Table 3, Eq. 6/7a/7b/15).
+# Output layers of Pappas et al. 2018 as head specs (Table 3, Eq. 6/7a/7b/15), and
+# the paper's name for each (preset descriptions).
 PAPPAS_HEADS = {
     "softmax": "softmax",                                                 # NMT
     "tied": "tied",                                                       # NMT-tied, Eq. 5
@@ -181,11 +181,22 @@ PAPPAS_HEADS = {
     "context-structure": {"class_name": "joint", "config": {              # Eq. 7b: E·σ(W·h)
         "output_structure": False}},
 }
+_PAPPAS_HEAD_NAMES = {
+    "softmax": "NMT, untied softmax",
+    "tied": "NMT-tied, weight tying (Eq. 5)",
+    "joint-512": "NMT-joint, d_j = 512 (Eq. 15)",
+    "joint-2048": "NMT-joint, d_j = 2048 (Eq. 15)",
+    "joint-4096": "NMT-joint, d_j = 4096 (Eq. 15)",
+    "bilinear": "bilinear ablation E·W·h (Eq. 6)",
+    "output-structure": "output structure only, σ(E·W)·h (Eq. 7a)",
+    "context-structure": "context structure only, E·σ(W·h) (Eq. 7b)",
+}
 
 
 def _pappas_preset(head_name, num_layers=2):
     preset = {
-        "description": f"Pappas et al. 2018: {num_layers}-layer LSTM 512, head {head_name}",
+        "description": (f"Pappas et al. 2018: {num_layers}-layer LSTM 512, "
+                        f"{_PAPPAS_HEAD_NAMES[head_name]}"),
         "data": dict(_BIBLE_DATA, vocab_size=32000, batch_tokens=4096),
         **copy.deepcopy(_PAPPAS_LSTM),
     }
@@ -194,7 +205,7 @@ def _pappas_preset(head_name, num_layers=2):
     return preset
 
 
-# Table 2/3 (2 layers) and Table 5 (1, 3, 4 layers; NMT, NMT-tied, NMT-joint 512).
+# Tables 2/3 (2 layers) and Table 5 (1, 3, 4 layers; NMT, NMT-tied, NMT-joint 512).
 for _head in ("joint-512", "joint-2048", "joint-4096", "bilinear", "output-structure",
               "context-structure"):
     PRESETS[f"lstm-pappas-{_head}"] = _pappas_preset(_head)
@@ -203,14 +214,20 @@ for _layers in (1, 3, 4):
         PRESETS[f"lstm-pappas-{_head}-{_layers}layer"] = _pappas_preset(_head, _layers)
 
 # CPU-sized variants of the default, to compare heads in minutes (same data,
-# steps and seed as lstm-cpu; only the head differs).
-for _name, _head in (("tied", "tied"),
-                     ("softmax", "softmax"),
-                     ("joint", {"class_name": "joint", "config": {"joint_dim": 256}}),
-                     ("joint-512", {"class_name": "joint", "config": {"joint_dim": 512}}),
-                     ("joint-1024", {"class_name": "joint", "config": {"joint_dim": 1024}})):
+# steps and seed as lstm-cpu; only the head differs). lstm-cpu-joint-512 is
+# lstm-cpu under the name of its head, for sweeps over d_j.
+for _name, _head, _description in (
+        ("tied", "tied",
+         "weight tying (Press & Wolf 2017), the baseline checked against OpenNMT-py"),
+        ("softmax", "softmax", "an untied softmax, the other baseline"),
+        ("joint", {"class_name": "joint", "config": {"joint_dim": 256}},
+         "the joint head, d_j = 256"),
+        ("joint-512", {"class_name": "joint", "config": {"joint_dim": 512}},
+         "the joint head, d_j = 512 (the same model as lstm-cpu)"),
+        ("joint-1024", {"class_name": "joint", "config": {"joint_dim": 1024}},
+         "the joint head, d_j = 1024")):
     PRESETS[f"lstm-cpu-{_name}"] = copy.deepcopy(PRESETS["lstm-cpu"])
-    PRESETS[f"lstm-cpu-{_name}"]["description"] = f"lstm-cpu with head {_name}"
+    PRESETS[f"lstm-cpu-{_name}"]["description"] = f"lstm-cpu with {_description}"
     PRESETS[f"lstm-cpu-{_name}"]["model"]["head"] = _head
 
 # Sampling-based training (Pappas et al. 2018 §3.2, Table 4): |V| ≈ 128K BPE with
@@ -220,8 +237,9 @@ for _name, _head in (("tied", "tied"),
 for _head in ("softmax", "tied", "joint-512", "joint-2048", "joint-4096"):
     for _percent in (25, 5):
         _preset = _pappas_preset(_head)
-        _preset["description"] = (f"Pappas et al. 2018: 2-layer LSTM 512, head {_head}, "
-                                  f"|V| 128K, {_percent}% sampled softmax")
+        _preset["description"] = (f"Pappas et al. 2018: 2-layer LSTM 512, "
+                                  f"{_PAPPAS_HEAD_NAMES[_head]}, |V| 128K, "
+                                  f"{_percent}% sampled softmax")
         _preset["data"]["vocab_size"] = 128000
         _preset["train"]["sampled_softmax"] = {"fraction": _percent / 100, "mode": "batch"}
         PRESETS[f"lstm-pappas-{_head}-128k-sampled{_percent}"] = _preset
@@ -229,11 +247,13 @@ for _head in ("softmax", "tied", "joint-512", "joint-2048", "joint-4096"):
 # A large vocabulary on CPU: lstm-cpu with 32K separate vocabularies (the most
 # the Bible corpus gives per language), full vs 5 % sampled softmax.
 PRESETS["lstm-cpu-32k"] = copy.deepcopy(PRESETS["lstm-cpu"])
-PRESETS["lstm-cpu-32k"]["description"] = "lstm-cpu with 32K separate vocabularies, full softmax"
+PRESETS["lstm-cpu-32k"]["description"] = (
+    "lstm-cpu, tied head, 32K separate vocabularies, full softmax")
 PRESETS["lstm-cpu-32k"]["data"].update(vocab_size=32000, joint_vocabulary=False)
 PRESETS["lstm-cpu-32k"]["model"]["head"] = "tied"
 PRESETS["lstm-cpu-32k-sampled5"] = copy.deepcopy(PRESETS["lstm-cpu-32k"])
-PRESETS["lstm-cpu-32k-sampled5"]["description"] = "lstm-cpu-32k trained with 5% sampled softmax"
+PRESETS["lstm-cpu-32k-sampled5"]["description"] = (
+    "lstm-cpu-32k trained with a 5% sampled softmax (Pappas et al. 2018 §3.2)")
 PRESETS["lstm-cpu-32k-sampled5"]["train"]["sampled_softmax"] = {"fraction": 0.05, "mode": "batch"}
 
 # Continuous outputs (Kumar & Tsvetkov 2019; VIVO report Table 3): the head
@@ -243,7 +263,8 @@ PRESETS["lstm-cpu-32k-sampled5"]["train"]["sampled_softmax"] = {"fraction": 0.05
 # vocabularies: with a joint one, Spanish-only pieces would have no vector.
 _VMF_LOSS = {"class_name": "vmf", "config": {"norm_penalty": 0.02, "dot_scale": 0.1}}
 PRESETS["lstm-cpu-vmf"] = copy.deepcopy(PRESETS["lstm-cpu"])
-PRESETS["lstm-cpu-vmf"]["description"] = "lstm-cpu with a continuous (vMF) output head"
+PRESETS["lstm-cpu-vmf"]["description"] = (
+    "lstm-cpu with a continuous output head and the vMF loss (Kumar & Tsvetkov 2019)")
 PRESETS["lstm-cpu-vmf"]["data"].update(
     joint_vocabulary=False, target_vectors={"dim": 300, "epochs": 5, "path": None})
 PRESETS["lstm-cpu-vmf"]["model"]["head"] = {"class_name": "continuous",
@@ -343,12 +364,12 @@ PRESETS["transformer-base"] = {
     "decode": {"batch_size": 64, "max_length_ratio": 1.0, "max_length_offset": 50,
                "beam_size": 4, "length_penalty": 0.6},
 }
-# CPU-sized: 3+3 layers of 256/1024 with 4 heads on the Bible corpus in ~25 minutes on 2
-# cores (lstm-cpu's data section with 4096-token batches). Pre-norm, which learned faster
-# than post-norm at this size (benchmarks/README.md).
+# CPU-sized: 3+3 layers of 256/1024 with 4 heads, a 25-minute budget on 2 cores
+# (lstm-cpu's data section with 4096-token batches). Pre-norm (Xiong et al. 2020: the
+# pre-LN Transformer trains without the long warm-up that post-norm needs).
 PRESETS["transformer-cpu"] = {
     "description": "CPU-sized Transformer: pre-norm, 3+3 layers, 256/1024, 4 heads, "
-                   "warm-up 800, about 25 minutes on 2 cores",
+                   "warm-up 800, a 25-minute budget on 2 cores",
     "data": dict(_BIBLE_DATA, vocab_size=4000, batch_tokens=4096),
     "model": dict(_TRANSFORMER_BASE_MODEL, model_dim=256, ffn_dim=1024, num_heads=4,
                   encoder_layers=3, decoder_layers=3, norm="pre"),
@@ -374,12 +395,18 @@ PRESETS["transformer-cpu"] = {
 # pieces: three-way tying needs a joint vocabulary, and all four share one).
 _SHARED_PRIVATE = {"pairs": "auto", "threshold": 0.05, "sharing_ratios": [0.9, 0.7, 0.5]}
 _THREE_WAY = {"pairs": "identity", "sharing_ratios": [1.0, 1.0, 1.0]}
+_SHARED_PRIVATE_NAMES = {
+    "decoder-wt": "decoder weight tying, output layer = target embedding",
+    "three-way": "three-way weight tying, one table for source, target and output",
+    "shared-private": "shared-private embeddings, λ = 0.9/0.7/0.5, output tied",
+}
 for _size in ("base", "cpu"):
     for _name, _head, _embeddings in (("decoder-wt", "tied", None),
                                       ("three-way", "tied", _THREE_WAY),
                                       ("shared-private", "tied", _SHARED_PRIVATE)):
         _preset = copy.deepcopy(PRESETS[f"transformer-{_size}"])
-        _preset["description"] = f"transformer-{_size} with {_name} embeddings (Liu et al. 2019)"
+        _preset["description"] = (f"transformer-{_size} with "
+                                  f"{_SHARED_PRIVATE_NAMES[_name]} (Liu et al. 2019)")
         _preset["model"].update(head=_head, shared_private=copy.deepcopy(_embeddings))
         PRESETS[f"transformer-{_size}-{_name}"] = _preset
 # The attentional LSTM with shared-private embeddings under its joint head (the

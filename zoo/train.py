@@ -474,6 +474,9 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
             **loss_keywords,
         )
     log(f"[model] {type(model).__name__} {preset['model']}")
+    devices = [d.name.replace("/device:", "") for d in tf.config.list_logical_devices()
+               if d.device_type in ("CPU", "GPU")]
+    log(f"[devices] training on {', '.join(devices)} ({os.cpu_count()} CPU cores)")
     log(f"[train] strategy {type(strategy).__name__} ({strategy.num_replicas_in_sync} "
         f"replica(s)), precision {train_config['precision']}, accumulation "
         f"{train_config['accumulation_steps']}, backups every "

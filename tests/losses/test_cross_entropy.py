@@ -218,3 +218,18 @@ def test_config_round_trip():
 def test_invalid_label_smoothing(label_smoothing):
     with pytest.raises(ValueError, match=f"Received: label_smoothing={label_smoothing}"):
         MaskedSequenceCrossEntropy(label_smoothing=label_smoothing)
+
+
+@pytest.mark.parametrize("name", ["MaskedSequenceCrossEntropy", "SampledSoftmaxLoss",
+                                  "VMFLoss", "ReWELoss", "CosineEmbeddingLoss",
+                                  "MSEEmbeddingLoss"])
+def test_losses_refuse_a_dtype_they_would_not_use(name):
+    """Every loss computes in float32: `dtype` other than that is refused, not dropped."""
+    import tf_outheads
+
+    cls = getattr(tf_outheads, name)
+    assert cls(dtype="float32").dtype == "float32" and cls().dtype == "float32"
+    with pytest.raises(ValueError, match=f"{name} computes in float32.*dtype='float64'"):
+        cls(dtype="float64")
+    loss = cls()
+    assert type(loss).from_config(loss.get_config()).dtype == "float32"

@@ -242,6 +242,15 @@ def test_finite_dataset_epochs_and_validation_loss():
     assert history.history["val_loss"][-1] < history.history["val_loss"][0]
 
 
+def test_finite_dataset_of_unknown_length_wraps_around_longer_epochs():
+    """A filtered dataset has no known length; epochs longer than it read it again."""
+    dataset = _dataset(BATCHES, repeat=False).filter(lambda features, labels: True)
+    assert int(dataset.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+    model = _model()
+    training.fit(model, dataset, epochs=2, steps_per_epoch=5, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 10
+
+
 def test_average_checkpoints_is_the_mean_of_the_backups(tmp_path):
     model = _model()
     training.fit(model, _dataset(BATCHES), epochs=3, steps_per_epoch=1, verbose=0,

@@ -310,3 +310,32 @@ def test_translate_says_how_many_sources_were_cut(trained_run, tmp_path, capfd):
               "--output", str(tmp_path / "out.txt")])
     err = capfd.readouterr().err
     assert "1 of 2 sources were longer than 255 subword pieces and were cut" in err, err
+
+
+def test_commands_print_no_tensorflow_start_up_noise(trained_run, tmp_path):
+    """On a CPU machine TensorFlow's import prints cuInit failures, oneDNN and absl
+    notices that read like errors; the CLI keeps them out of stderr."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "source.txt"
+    source.write_text("Y dijo Dios: Sea la luz.\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for argv in (["--help"], ["translate", "--run-dir", trained_run, "--input", str(source)]):
+        result = subprocess.run([sys.executable, "-m", "zoo.cli", *argv], capture_output=True,
+                                text=True, env=env, cwd=repo, timeout=300)
+        assert result.returncode == 0, result.stderr
+        for notice in ("cuInit", "oneDNN", "absl::InitializeLog", "cudart_stub", "I0000"):
+            assert notice not in result.stderr, (argv, result.stderr)
+    assert result.stdout.strip()  # the translation
+
+
+def test_quiet_import_keeps_lines_that_are_not_start_up_notices():
+    from zoo.quiet import is_noise
+
+    assert is_noise("I0000 00:00:1795596465.010366   22751 port.cc:153] oneDNN custom ...")
+    assert is_noise("E0000 00:00:1795596467.790554   22751 cuda_platform.cc:52] failed call "
+                    "to cuInit: INTERNAL: CUDA error")
+    assert not is_noise("E0000 00:00:1795596467.7 22751 op_kernel.cc:1] OOM when allocating")
+    assert not is_noise("Traceback (most recent call last):")

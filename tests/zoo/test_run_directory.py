@@ -136,6 +136,10 @@ def test_a_finished_run_is_not_trained_again(corpus, tmp_path, capsys):
             "--set", "data.vocab_size=300", "--set", "train.steps_per_epoch=3",
             "--set", "train.epochs=100", "--set", "decode.max_length_offset=3"]
     cli.main(base + ["--max-steps", "6"])
+    # The progress bar shows the step budget, not Keras' "Epoch 1/100".
+    output = capsys.readouterr().out
+    assert "Epoch 1 · step 0 of 6" in output and "Epoch 2 · step 3 of 6" in output
+    assert "Epoch 1/100" not in output
     model_file = os.path.join(run_dir, "model.keras")
     stamp = os.stat(model_file).st_mtime_ns
     with open(os.path.join(run_dir, "loss_curves.csv")) as f:

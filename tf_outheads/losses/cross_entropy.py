@@ -83,6 +83,22 @@ def masked_sequence_cross_entropy(y_true, logits, label_smoothing=0.0, pad_id=PA
     return ops.divide_no_nan(ops.sum(per_token), ops.sum(ops.cast(mask, "float32")))
 
 
+def float32_only(dtype, owner):
+    """`"float32"`, the dtype every loss of this library computes in, or an error.
+
+    Losses take Keras' `dtype` argument; any value but `None` or `"float32"` is
+    refused rather than dropped (their sums are float32 whatever the model's
+    compute dtype, e.g. under mixed precision).
+
+    Raises:
+        ValueError: naming `owner` and the value received.
+    """
+    if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
+        raise ValueError(f"{owner} computes in float32; `dtype` must be None or 'float32'. "
+                         f"Received: dtype={dtype!r}")
+    return "float32"
+
+
 @export
 class MaskedSequenceCrossEntropy(keras.losses.Loss):
     """Keras loss: sequence cross-entropy averaged over non-padding tokens.
@@ -120,7 +136,8 @@ class MaskedSequenceCrossEntropy(keras.losses.Loss):
         name="masked_sequence_cross_entropy",
         dtype=None,
     ):
-        super().__init__(name=name, reduction=reduction, dtype="float32")
+        super().__init__(name=name, reduction=reduction,
+                         dtype=float32_only(dtype, type(self).__name__))
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(
                 "`label_smoothing` must be in [0, 1). "

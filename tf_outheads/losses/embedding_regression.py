@@ -22,6 +22,7 @@ from keras.src.backend import set_keras_mask
 
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.losses.cross_entropy import float32_only
 from tf_outheads.losses.cross_entropy import reduce_token_losses
 from tf_outheads.losses.cross_entropy import sentence_weights
 
@@ -204,7 +205,8 @@ class EmbeddingTargetLoss(keras.losses.Loss):
 
     def __init__(self, pad_id=PAD_ID, target_embeddings=None,
                  reduction="sum_over_batch_size", name=None, dtype=None):
-        super().__init__(name=name, reduction=reduction, dtype="float32")
+        super().__init__(name=name, reduction=reduction,
+                         dtype=float32_only(dtype, type(self).__name__))
         if target_embeddings is not None:
             shape = getattr(target_embeddings, "shape", None)
             shape = tuple(np.shape(target_embeddings) if shape is None else shape)
@@ -303,7 +305,7 @@ class CosineEmbeddingLoss(EmbeddingTargetLoss):
     def __init__(self, pad_id=PAD_ID, target_embeddings=None,
                  reduction="sum_over_batch_size", name="cosine_embedding_loss", dtype=None):
         super().__init__(pad_id=pad_id, target_embeddings=target_embeddings,
-                         reduction=reduction, name=name)
+                         reduction=reduction, name=name, dtype=dtype)
 
     def per_token(self, target_vectors, y_pred):
         return cosine_embedding_loss(target_vectors, y_pred)
@@ -350,7 +352,7 @@ class MSEEmbeddingLoss(EmbeddingTargetLoss):
     def __init__(self, pad_id=PAD_ID, target_embeddings=None,
                  reduction="sum_over_batch_size", name="mse_embedding_loss", dtype=None):
         super().__init__(pad_id=pad_id, target_embeddings=target_embeddings,
-                         reduction=reduction, name=name)
+                         reduction=reduction, name=name, dtype=dtype)
 
     def per_token(self, target_vectors, y_pred):
         return mse_embedding_loss(target_vectors, y_pred)

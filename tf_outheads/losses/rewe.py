@@ -126,7 +126,7 @@ class ReWELoss(EmbeddingTargetLoss):
     def __init__(self, distance="cosine", pad_id=PAD_ID, target_embeddings=None,
                  reduction="sum_over_batch_size", name="rewe_loss", dtype=None):
         super().__init__(pad_id=pad_id, target_embeddings=target_embeddings,
-                         reduction=reduction, name=name)
+                         reduction=reduction, name=name, dtype=dtype)
         _check_distance(distance)
         self.distance = distance
         self._head = None

@@ -223,7 +223,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
                  unigram_counts=None, distortion=1.0, seed=None, pad_id=PAD_ID,
                  reduction="sum_over_batch_size", name="sampled_softmax", dtype=None):
         super().__init__(label_smoothing=label_smoothing, pad_id=pad_id, reduction=reduction,
-                         name=name)
+                         name=name, dtype=dtype)
         if fraction is None and num_sampled is None:
             fraction = 0.25
         _check_mode_arguments(mode, fraction, num_sampled, label_smoothing)

@@ -201,7 +201,7 @@ class VMFLoss(EmbeddingTargetLoss):
                  target_embeddings=None, reduction="sum_over_batch_size", name="vmf_loss",
                  dtype=None):
         super().__init__(pad_id=pad_id, target_embeddings=target_embeddings,
-                         reduction=reduction, name=name)
+                         reduction=reduction, name=name, dtype=dtype)
         _check_vmf_arguments(normalizer, norm_penalty, dot_scale)
         self.normalizer = normalizer
         self.norm_penalty = float(norm_penalty)

@@ -137,6 +137,10 @@ class TimeLimit(keras.callbacks.Callback):
                   "resume: nothing to train", flush=True)
             self.model.stop_training = True
 
+    def budget_text(self):
+        """The budget spent so far, for the progress bar: "4.2 of 10 min"."""
+        return f"{self.elapsed() / 60:.1f} of {self.minutes:g} min"
+
     def on_train_begin(self, logs=None):
         self._start = time.time()
 
@@ -154,6 +158,10 @@ class StepLimit(keras.callbacks.Callback):
     def __init__(self, max_steps):
         super().__init__()
         self.max_steps = max_steps
+
+    def budget_text(self):
+        """The budget spent so far, for the progress bar: "step 600 of 1500"."""
+        return f"step {int(self.model.optimizer.iterations.numpy())} of {self.max_steps}"
 
     def on_train_begin(self, logs=None):
         step = int(self.model.optimizer.iterations.numpy())

@@ -156,9 +156,27 @@ def _gradients_summed_by_caller(optimizer):
 
 
 class _ProgbarLogger(keras.callbacks.ProgbarLogger):
-    """Keras' progress bar, without the per-step bookkeeping of the batch logs."""
+    """Keras' progress bar, without the per-step bookkeeping of the batch logs.
+
+    When callbacks set a budget (`budget_text()`: `StepLimit`, `TimeLimit`),
+    each epoch's line shows it ("Epoch 3 · step 600 of 1500 · 4.2 of 10 min")
+    instead of Keras' "Epoch 3/100", which a step or time budget ends first.
+    """
 
     BOOKKEEPING = ("step", "step_loss", "tokens", "data_fingerprint")
+
+    def __init__(self, budgets=()):
+        super().__init__()
+        self.budgets = list(budgets)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self.budgets:
+            return super().on_epoch_begin(epoch, logs)
+        self._reset_progbar()
+        self._maybe_init_progbar()
+        if self.verbose:
+            print(" · ".join([f"Epoch {epoch + 1}"] + [b.budget_text() for b in self.budgets]),
+                  flush=True)
 
     def on_train_batch_end(self, batch, logs=None):
         super().on_train_batch_end(
@@ -390,9 +408,11 @@ class Trainer:
             verbose = 1
         self._build(dataset)
         signature = variables_signature(model.variables)
-        # One pass over a finite dataset per epoch (as `model.fit`), or an
-        # endless stream read across epochs.
-        iterator = iter(dataset.repeat() if int(dataset.cardinality()) > 0 else dataset)
+        # Epochs of `steps_per_epoch` steps read one endless stream: a finite
+        # dataset (of known or unknown length) is repeated, so an epoch longer
+        # than the data wraps around instead of running out.
+        infinite = int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
+        iterator = iter(dataset if infinite else dataset.repeat())
         checkpoint = self._checkpoint(iterator)
         start_epoch, start_batch, step = 0, 0, 0
         manifest = None
@@ -410,7 +430,8 @@ class Trainer:
 
         callbacks = list(callbacks or [])
         if verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
-            callbacks.append(_ProgbarLogger())
+            callbacks.append(_ProgbarLogger(
+                [c for c in callbacks if callable(getattr(c, "budget_text", None))]))
         callback_list = keras.callbacks.CallbackList(
             callbacks, add_history=True, add_progbar=False, verbose=verbose,
             epochs=epochs, steps=steps_per_epoch, model=model)
