@@ -179,7 +179,7 @@ import tensorflow as tf  # noqa: E402
 from tf_outheads.decoding import greedy_search  # noqa: E402
 from tf_outheads.decoding.translate import Translator  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
-from tf_outheads.training.fit import compile_for_translation  # noqa: E402
+from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 

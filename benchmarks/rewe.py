@@ -145,7 +145,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tf_outheads.metrics import parameter_report  # noqa: E402
-from tf_outheads.training.fit import compile_for_translation  # noqa: E402
+from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 

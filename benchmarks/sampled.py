@@ -290,7 +290,7 @@ from tf_outheads.layers.heads import build_head  # noqa: E402
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy  # noqa: E402
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss  # noqa: E402
 from tf_outheads.ops import sampling  # noqa: E402
-from tf_outheads.training.fit import compile_for_translation  # noqa: E402
+from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS

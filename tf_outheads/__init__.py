@@ -36,8 +36,8 @@ from tf_outheads.losses.vmf import vmf_negative_log_likelihood
 from tf_outheads.metrics.bleu import corpus_bleu
 from tf_outheads.metrics.params import parameter_report
 from tf_outheads.training.callbacks import BleuCallback
-from tf_outheads.training.fit import compile_for_translation
-from tf_outheads.training.fit import translation_callbacks
+from tf_outheads.training.translation import compile_for_translation
+from tf_outheads.training.translation import translation_callbacks
 from tf_outheads.training.optimizers import LazyAdam
 
 __version__ = "0.1.0"

@@ -25,7 +25,7 @@ from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads.training import strategy as tfo_strategy
-from tf_outheads.training.fit import compile_for_translation, translation_callbacks
+from tf_outheads.training.translation import compile_for_translation, translation_callbacks
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model

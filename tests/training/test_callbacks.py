@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
-from tf_outheads.training.fit import compile_for_translation, translation_callbacks
+from tf_outheads.training.translation import compile_for_translation, translation_callbacks
 from zoo.lstm import LSTMSeq2Seq
 
 

@@ -316,3 +316,11 @@ def test_uncompiled_model_and_bad_arguments_are_refused():
         training.fit(_model(), _dataset(BATCHES), verbose=0)
     with pytest.raises(ValueError, match="accumulation_steps"):
         training.fit(_model(), _dataset(BATCHES), steps_per_epoch=1, accumulation_steps=0)
+
+
+def test_training_fit_is_the_function_and_no_module_shadows_it():
+    import importlib
+
+    assert callable(training.fit) and training.fit.__module__ == "tf_outheads.training.trainer"
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("tf_outheads.training.fit")

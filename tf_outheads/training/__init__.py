@@ -6,8 +6,8 @@ from tf_outheads.training.backup import average_checkpoints
 from tf_outheads.training.callbacks import BleuCallback
 from tf_outheads.training.callbacks import StepLimit
 from tf_outheads.training.callbacks import TimeLimit
-from tf_outheads.training.fit import compile_for_translation
-from tf_outheads.training.fit import translation_callbacks
+from tf_outheads.training.translation import compile_for_translation
+from tf_outheads.training.translation import translation_callbacks
 from tf_outheads.training.head_loss import HeadLossMixin
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
