@@ -6,6 +6,11 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "sampled.py"
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 

@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "vmf.py"
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 TFP_PYTHON = os.environ.get("TFP_PYTHON") or "/tmp/tfpvenv/bin/python"

@@ -10,9 +10,13 @@ import subprocess
 import sys
 
 import numpy as np
+
 import pytest
 
 from tests.workers import run_workers
+
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

@@ -53,6 +53,7 @@ def _weights(model):
 BATCHES = [_batch(4, 6, 5, seed) for seed in range(4)]
 
 
+@pytest.mark.slow  # two training processes, one killed with SIGKILL
 def test_killed_run_resumes_with_same_weights_and_batches(tmp_path):
     # An uninterrupted run and a run killed with SIGKILL mid-epoch (after step
     # 7, its last backup at step 6) then started again: with deterministic ops

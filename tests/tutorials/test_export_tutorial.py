@@ -6,6 +6,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "06_export_serving.py"
 
 

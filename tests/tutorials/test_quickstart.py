@@ -5,6 +5,11 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "01_quickstart.py"
 
 

@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "05_rewe.py"
 TINY_SIZE, TINY_UNITS, TINY_VECTOR_DIM = 32, 16, 32
 

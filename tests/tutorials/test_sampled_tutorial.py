@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "03_sampled_softmax.py"
 
 

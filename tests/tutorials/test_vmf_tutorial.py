@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "04_continuous_outputs.py"
 TINY_DIM = 32  # m and d_h of the tiny setting
 

@@ -7,6 +7,11 @@ import sys
 from tests.corpus import write_corpus_slice
 from tests.workers import run_workers
 
+import pytest
+
+# End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 
 def test_two_workers_share_the_chiefs_tokenizer_and_one_run(tmp_path):
     corpus = write_corpus_slice(tmp_path / "small.tsv", 600, 30, 30)
