@@ -240,3 +240,15 @@ def test_an_unfinished_run_is_not_recorded(tmp_path):
     with pytest.raises(FileNotFoundError, match="has not finished"):
         study_module.record_run(str(run_dir), str(tmp_path / "runs"), str(tmp_path / "rec"))
     assert study_module.collect_records(str(tmp_path / "runs"), str(tmp_path / "rec")) == 0
+
+
+def test_the_records_directory_is_not_git_ignored():
+    """Records are committed: no ignore rule (such as one for `runs/`) may hide them."""
+    import shutil
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if shutil.which("git") is None or not os.path.exists(os.path.join(repo, ".git")):
+        pytest.skip("not a git checkout")
+    record = os.path.join(study_module.RECORDS_DIR, "runs", "lstm-cpu-tied", "s1-1500", "dev.hyp")
+    result = subprocess.run(["git", "check-ignore", "-q", record], cwd=repo)
+    assert result.returncode == 1, f"{record} is ignored by git"
