@@ -102,6 +102,7 @@ def test_identical_names_are_paired_by_form_without_alignments(words):
     assert ur_target == sorted(ur_target, reverse=True) and ur_target[0] > 100
 
 
+@pytest.mark.slow  # eflomal on 2,000 verses
 def test_subword_pairs_of_a_joint_vocabulary(bible_slice, bible_tokenizer):
     pairs = word_pairs_from_tokenizers(bible_slice.sources, bible_slice.targets,
                                        bible_tokenizer, bible_tokenizer)

@@ -141,9 +141,11 @@ def test_sources_of_no_piece_translate_to_empty_strings(model, bible_tokenizer, 
                             max_length_offset=2)
     assert translator.translate(NO_PIECE_SOURCES) == [""] * len(NO_PIECE_SOURCES)
     assert translator.translate([""] * 512) == [""] * 512
+    # A source with pieces among them is translated as it is alone (the model of this
+    # module may well translate it to "" too: it is barely trained).
     mixed = translator.translate([b"\xff", bible_slice.sources[0], "\u200b"])
     assert mixed[0] == mixed[2] == "" and mixed[1] == translator.translate(
-        [bible_slice.sources[0]])[0] != ""
+        [bible_slice.sources[0]])[0]
 
 
 def test_invalid_bytes_inside_a_source_read_as_the_replacement_character(

@@ -150,6 +150,7 @@ def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path,
     "{'class_name': 'vmf', 'config': {'norm_penalty': 0.02, 'dot_scale': 0.1}}",
     "{'class_name': 'cosine', 'config': {}}",
 ], ids=["vmf", "cosine"])
+@pytest.mark.slow  # FastText + CLI training
 def test_continuous_head_trains_with_vectors_of_its_own_tokenizer(small_corpus, tmp_path, loss):
     import keras
     import numpy as np

@@ -291,6 +291,7 @@ def test_keras_save_load_round_trip(targets, tmp_path):
 
 # -- XLA and mixed precision -----------------------------------------------------------------
 
+@pytest.mark.slow  # XLA compilation
 def test_jit_compile_trains_and_evaluates_like_graph_mode():
     x, y = make_batch()
     results = {}
@@ -499,6 +500,7 @@ def small_corpus(tmp_path_factory):
     return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "small.tsv", 400, 12, 12)
 
 
+@pytest.mark.slow  # CLI training end to end
 def test_cli_trains_the_rewe_preset_with_separate_loss_curves(small_corpus, tmp_path):
     from zoo import cli
 

@@ -87,6 +87,7 @@ def _steps(path, key=None):
         return [json.loads(line)[key] for line in f if line.strip()]
 
 
+@pytest.mark.slow  # five trainings, 30 s
 def test_killed_and_resumed_run_keeps_its_best_model_and_continuous_history(
         corpus, tmp_path, monkeypatch, scripted_scores):
     run_dir = str(tmp_path / "run")
@@ -130,6 +131,7 @@ def test_killed_and_resumed_run_keeps_its_best_model_and_continuous_history(
     assert all(np.array_equal(a, b) for a, b in zip(final, model.get_weights()))
 
 
+@pytest.mark.slow  # four CLI trainings
 def test_a_finished_run_is_not_trained_again(corpus, tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     base = ["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", corpus,

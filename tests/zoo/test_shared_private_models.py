@@ -97,6 +97,7 @@ def test_pairs_of_other_vocabularies_are_refused():
         make_model(shared_private={"pairs": pairs(), "lambda": 0.5})
 
 
+@pytest.mark.slow  # training
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 @pytest.mark.filterwarnings("ignore:Your input ran out of data")
 def test_training_with_aligned_pairs_lowers_the_loss_and_moves_shared_features(
@@ -132,6 +133,7 @@ def test_training_with_aligned_pairs_lowers_the_loss_and_moves_shared_features(
     assert not np.allclose(source[29:], target[29:])
 
 
+@pytest.mark.slow  # eflomal + training
 def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_tokenizer,
                                                               tmp_path):
     pytest.importorskip("eflomal")

@@ -434,6 +434,7 @@ def test_compiled_model_with_the_schedule_saves_and_loads(tmp_path):
 
 # -- export ------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # export + a server process
 @pytest.mark.parametrize("shared_private", [False, True], ids=["tied", "shared-private"])
 def test_saved_model_translates_as_the_translator(shared_private, tokenizer, bible_corpus_path,
                                                   bible_slice, tmp_path):
@@ -589,6 +590,7 @@ def test_training_on_bible_slice_lowers_loss_and_greedy_decodes(bible_slice, tok
 
 # -- last: zoo.train.run_training calls tf.random.set_seed, which frees SentencePiece resources
 
+@pytest.mark.slow  # CLI training end to end
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 @pytest.mark.parametrize("preset", ["transformer-cpu", "transformer-cpu-shared-private"])
 def test_cli_trains_the_transformer_cpu_preset(preset, tmp_path):
