@@ -29,6 +29,7 @@ def trained_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow  # CLI train + export end to end
 def test_export_command_writes_a_saved_model_that_translates_like_the_run(trained_run,
                                                                           tmp_path, capsys):
     output = str(tmp_path / "translator" / "1")

@@ -407,7 +407,8 @@ JOINT = {"class_name": "joint", "config": {"joint_dim": 24}}
 
 
 @pytest.mark.parametrize("head", ["softmax", "tied", JOINT], ids=HEAD_IDS)
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+@pytest.mark.parametrize("jit_compile", [
+    False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"])  # XLA: 9 s each
 def test_fit_trains_and_evaluate_uses_full_softmax(head, jit_compile):
     keras.utils.set_random_seed(3)
     x, y = _seq2seq_data()

@@ -23,6 +23,9 @@ from tf_outheads.decoding import Translator, beam_search, greedy_search
 from zoo.lstm import LSTMSeq2Seq
 from zoo.transformer import TransformerSeq2Seq
 
+# Every head and model under both policies (about a minute): `pytest -m slow`.
+pytestmark = pytest.mark.slow
+
 POLICIES = ["mixed_float16", "mixed_bfloat16"]
 MODELS = ["lstm", "transformer"]
 JOINT = {"class_name": "joint", "config": {"joint_dim": 24}}

@@ -206,6 +206,7 @@ def test_train_again_resumes_from_the_backup_and_averages(trained_run, tmp_path,
     assert steps == list(range(1, 16))  # continued, nothing replayed
 
 
+@pytest.mark.slow  # CLI training end to end
 def test_train_takes_strategy_precision_and_accumulation(small_corpus, tmp_path):
     run_dir = str(tmp_path / "run")
     cli.main(["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", small_corpus,

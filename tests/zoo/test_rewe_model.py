@@ -147,6 +147,7 @@ def test_tensorboard_has_separate_nll_and_rewe_curves(tmp_path):
 
 # -- λ = 0 is the plain model ---------------------------------------------------------------
 
+@pytest.mark.slow  # two trainings
 def test_lambda_zero_trains_bit_identically_to_the_plain_model():
     batches = [make_batch(seed) for seed in (0, 1, 2)]
     plain = compile_for_translation(make_model(rewe=None), learning_rate=1e-2)
@@ -426,6 +427,7 @@ MIRRORED_SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # two logical devices
 def test_mirrored_strategy_trains_both_outputs():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT], env=env,

@@ -416,6 +416,7 @@ def test_config_round_trip_and_keras_file(head, tmp_path):
     np.testing.assert_allclose(scores, log_softmax(expected[:, 0]), atol=1e-5)
 
 
+@pytest.mark.slow  # training + .keras round trip
 def test_compiled_model_with_the_schedule_saves_and_loads(tmp_path):
     model = make_model()
     schedule = InverseSquareRootSchedule(D, warmup_steps=10)
