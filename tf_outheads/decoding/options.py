@@ -8,6 +8,8 @@ penalty, for one, would otherwise make every score NaN and every output empty.
 import math
 import numbers
 
+from tf_outheads.validation import int_at_least
+
 # Largest GNMT α accepted. The length penalty ((5 + |Y|) / 6) ** α of a
 # 400-token output (the default limit for a 256-piece source) passes float32's
 # largest value (3.4e38) near α = 21, and then every normalised score is 0;
@@ -69,12 +71,6 @@ def check_length_limits(max_length_ratio, max_length_offset, max_source_length):
     if not (math.isfinite(ratio) and ratio > 0):
         raise ValueError("`max_length_ratio` must be a finite number > 0. "
                          f"Received: max_length_ratio={max_length_ratio!r}")
-    if (isinstance(max_length_offset, bool) or not isinstance(max_length_offset, numbers.Integral)
-            or max_length_offset < 0):
-        raise ValueError("`max_length_offset` must be an int >= 0. "
-                         f"Received: max_length_offset={max_length_offset!r}")
-    if (isinstance(max_source_length, bool) or not isinstance(max_source_length, numbers.Integral)
-            or max_source_length < 2):
-        raise ValueError("`max_source_length` must be an int >= 2 (one piece and EOS). "
-                         f"Received: max_source_length={max_source_length!r}")
-    return ratio, int(max_length_offset), int(max_source_length)
+    return (ratio, int_at_least("max_length_offset", max_length_offset, 0),
+            int_at_least("max_source_length", max_source_length, 2,
+                         "an int >= 2 (one piece and EOS)"))

@@ -9,7 +9,6 @@ caches (`zoo.TransformerSeq2Seq`) sizes them with it.
 """
 
 import logging
-import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +18,7 @@ from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 from tf_outheads.decoding.options import check_length_limits, check_length_penalty
 from tf_outheads.decoding.unk import replace_unknown_words
+from tf_outheads.validation import int_at_least
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +89,8 @@ class Translator:
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
                  beam_size=1, length_penalty=0.0, replace_unk=False):
-        if (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral)
-                or batch_size < 1):
-            raise ValueError("`batch_size` must be an int >= 1. "
-                             f"Received: batch_size={batch_size!r}")
-        if (isinstance(beam_size, bool) or not isinstance(beam_size, numbers.Integral)
-                or beam_size < 1):
-            raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+        batch_size = int_at_least("batch_size", batch_size, 1)
+        beam_size = int_at_least("beam_size", beam_size, 1)
         length_penalty = check_length_penalty(length_penalty)
         max_length_ratio, max_length_offset, max_source_length = check_length_limits(
             max_length_ratio, max_length_offset, max_source_length)
