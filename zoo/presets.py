@@ -35,6 +35,9 @@ _BIBLE_DATA = {
     "tokenizer_type": "bpe",
     "tokenizer_seed": None,     # SentencePiece's seed; None: train.seed
     "batch_tokens": 4096,       # padded tokens per batch (source and target each)
+    # Length buckets 1 token wide, carried over passes: batches as full as
+    # OpenNMT-py's sorted-pool ones (tf_outheads.data.pipeline; issue 17).
+    "bucket_width": 1,
     "max_sequence_length": 160,  # subword tokens incl. EOS/BOS; longer pairs are dropped
     # Target word vectors of a continuous head: None, or {"dim", "epochs", "path"}
     # (a .vec/.bin file; without one, FastText is trained on the target side).

@@ -435,6 +435,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         train, source_tokenizer, target_tokenizer,
         batch_tokens=data_config["batch_tokens"],
         max_length=data_config["max_sequence_length"],
+        # Runs from before the setting existed batched in 8-wide buckets.
+        bucket_width=data_config.get("bucket_width", 8),
         shuffle=True, seed=train_config["seed"], repeat=True,
     )
     dev_dataset = tfo_data.dataset_from_corpus(
