@@ -35,7 +35,7 @@ less with the machine's load).
 
 Greedy decoding. One decode call translates `--decode-batches` batches of
 `--decode-batch-size` random source sentences of `--source-length` tokens, the way
-`tf_outheads.decoding.translate.Translator` does: `Translator.head_cache()`
+`tf_outheads.decoding.translator.Translator` does: `Translator.head_cache()`
 gives the head's `inference_cache()`, computed once and kept until the weights
 change (each call pays only the weights fingerprint check; timed, as it is part
 of what a user waits for), then each batch runs one `tf.function` of
@@ -177,7 +177,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tf_outheads.decoding import greedy_search  # noqa: E402
-from tf_outheads.decoding.translate import Translator  # noqa: E402
+from tf_outheads.decoding.translator import Translator  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402

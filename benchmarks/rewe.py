@@ -13,8 +13,8 @@ variant of `--variants`:
 - `plain`: the model as it is, `MaskedSequenceCrossEntropy` (the reference);
 - `rewe`: the same model with `rewe={"hidden_dim": --rewe-units}` regressing its
   own target input embedding (stop-gradient), compiled by
-  `compile_for_translation(..., rewe_weight=--rewe-weight)`: Keras' two-output
-  compile, `ReWELoss("cosine")` for the `"rewe"` output;
+  `compile_for_translation(..., auxiliary_weights={"rewe": --rewe-weight})`: two-term
+  objective, `ReWELoss("cosine")` for the `"rewe"` head;
 - `rewe-pretrained` (optional): the same with a frozen `(V, m)` table of
   pretrained vectors (random here: their values do not change the speed);
 - `rewe-mse` (optional): the `rewe` model with the squared-error loss;
@@ -144,6 +144,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tf_outheads.losses import ReWELoss  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
@@ -157,13 +158,14 @@ def rewe_spec(args, variant):
     """`LSTMSeq2Seq(rewe=...)` and `compile_for_translation` keywords of a variant."""
     if variant == PLAIN:
         return None, {}
-    compile_keywords = {"rewe_weight": args.rewe_weight}
+    compile_keywords = {"auxiliary_weights": {"rewe": args.rewe_weight}}
     if variant == "rewe":
         return {"hidden_dim": args.rewe_units}, compile_keywords
     if variant == "rewe-pretrained":
         return {"hidden_dim": args.rewe_units, "targets": "pretrained"}, compile_keywords
     if variant == "rewe-mse":
-        return {"hidden_dim": args.rewe_units}, dict(compile_keywords, rewe_loss="mse")
+        return {"hidden_dim": args.rewe_units}, dict(
+            compile_keywords, auxiliary_losses={"rewe": ReWELoss("mse")})
     return {"prediction": "predicted_word"}, compile_keywords  # contrastive-a
 
 

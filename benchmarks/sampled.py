@@ -17,7 +17,7 @@ Heads (`tf_outheads.layers.heads.build_head` specs, as `LSTMSeq2Seq(head=...)`):
 
 Rows: `full` (the full softmax: `MaskedSequenceCrossEntropy()(y, head(h))`) and
 one row per `--fractions` `p` (0.5, 0.25, 0.05:
-`SampledSoftmaxLoss(fraction=p).call_on_hidden(y, h, head, step)`), at each
+`SampledSoftmaxLoss(fraction=p)` on `h` as a model's training step computes it), at each
 `|V|` of `--vocab-sizes` (32000 and 128000), with `d = d_h = 512`.
 
 1. Output layer + loss step (the main table). One `tf.function` (graph mode;
@@ -291,6 +291,7 @@ from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy  # noqa:
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss  # noqa: E402
 from tf_outheads.ops import sampling  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
+from tf_outheads.training.objective import Objective, StepOutputs  # noqa: E402
 from zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS
@@ -434,6 +435,8 @@ class OutputStep:
         self.full_loss = MaskedSequenceCrossEntropy()
         self.sampled_loss = (None if fraction is None
                              else SampledSoftmaxLoss(fraction=fraction, seed=args.seed))
+        self.objective = (None if fraction is None
+                          else Objective(self.sampled_loss, None, {"logits": self.head}))
         self.static_size = bool(args.jit_compile)
         self.gradient_types = {}
         jit = bool(args.jit_compile)
@@ -446,9 +449,11 @@ class OutputStep:
             if self.sampled_loss is None:
                 loss = self.full_loss(y, self.head(h))
             else:
-                # As HeadLossMixin.compute_loss: the optimizer step seeds the draw.
-                loss = self.sampled_loss.call_on_hidden(
-                    y, h, self.head, self.optimizer.iterations, static_size=self.static_size)
+                # As a model's training step: the optimizer step seeds the draw.
+                outputs = StepOutputs(h, self.head, step=self.optimizer.iterations,
+                                      static_size=self.static_size)
+                total, tokens = self.objective(y, outputs)
+                loss = total / tokens
         grads = tape.gradient(loss, self.variables + [h])
         # Recorded while tracing: which gradients are sparse.
         self.gradient_types = {

@@ -393,7 +393,7 @@ import vmf_ops  # noqa: E402  (benchmarks/ is the script's folder: our op's timi
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.decoding import greedy_search  # noqa: E402
-from tf_outheads.decoding.translate import Translator  # noqa: E402
+from tf_outheads.decoding.translator import Translator  # noqa: E402
 from tf_outheads.losses.vmf import VMFLoss  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.ops import log_vmf_normalizer  # noqa: E402

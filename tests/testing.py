@@ -254,3 +254,15 @@ def run_layer_test(
             for got, want in zip(served, reference):
                 np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
     return layer
+
+
+def step_loss(loss, y_true, head, head_output=None, hidden=None, sample_weight=None,
+              training=True, step=0):
+    """`(sum, tokens)` of `loss` on `head` as a model's step reduces it
+    (`tf_outheads.training.Objective`): the head's output is `head_output`, or
+    `head(hidden)`."""
+    from tf_outheads.training.objective import Objective, StepOutputs
+
+    outputs = StepOutputs(hidden, head, step=step, training=training, head_output=head_output)
+    total, tokens = Objective(loss, None, {"logits": head})(y_true, outputs, sample_weight)
+    return float(total), float(tokens)

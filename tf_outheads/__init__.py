@@ -1,7 +1,8 @@
 """tf_outheads: output layers for neural machine translation on Keras 3 / TensorFlow.
 
 The public surface is the explicit list below (`__all__`); submodules
-(`tf_outheads.data`, `.decoding`, `.export`, `.metrics`, `.training`) hold the rest.
+(`tf_outheads.data`, `.decoding`, `.export`, `.metrics`, `.models`, `.training`) hold
+the rest.
 """
 
 from tf_outheads import data
@@ -10,8 +11,8 @@ from tf_outheads import export
 from tf_outheads import metrics
 from tf_outheads import training
 from tf_outheads.decoding.greedy import greedy_search
-from tf_outheads.decoding.translate import Translator
-from tf_outheads.decoding.translate import translate
+from tf_outheads.decoding.translator import Translator
+from tf_outheads.decoding.translator import translate
 from tf_outheads.layers.attention import LuongAttention
 from tf_outheads.layers.continuous_head import ContinuousOutputHead
 from tf_outheads.layers.heads import CategoricalHead
@@ -20,6 +21,7 @@ from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.layers.rewe_head import ReWEHead
 from tf_outheads.layers.shared_private import SharedPrivateEmbedding
+from tf_outheads.models.seq2seq import Seq2SeqModel
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
@@ -53,6 +55,7 @@ __all__ = [
     "ReWEHead",
     "ReWELoss",
     "SampledSoftmaxLoss",
+    "Seq2SeqModel",
     "SharedPrivateEmbedding",
     "SoftmaxHead",
     "TiedSoftmaxHead",

@@ -88,10 +88,12 @@ print(f"{len(train)} training pairs; joint vocabulary of {vocab_size} pieces")
 #   model's own target input embedding (read under a stop-gradient, so the
 #   ReWE loss never moves the targets). Its weights are created after all the
 #   others, so with the same seed every other weight starts from the same value;
-# - compile with one loss per output and λ as the ReWE output's weight.
+# - compile with one loss per head — `"logits"` for the output layer, `"rewe"`
+#   for the ReWE head — and λ as the ReWE head's weight.
 #
-# `model.fit` keeps its usual dataset of `(inputs, target_out)`: the model maps
-# the one label onto both outputs and hands the ReWE head's table to the loss.
+# `model.fit` keeps its usual dataset of `(inputs, target_out)`: in a training
+# step the model hands its decoder outputs to both losses; the ReWE loss runs the
+# ReWE head on them and reads the gold embeddings from the head's table.
 
 # %%
 PLAIN, REWE = "plain", "ReWE"

@@ -21,10 +21,7 @@ from keras import ops
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import LuongAttention
-from tf_outheads.layers.heads import build_head, head_to_spec
-from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
-from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
-from tf_outheads.training.head_loss import HeadLossMixin
+from tf_outheads.models.seq2seq import Seq2SeqModel
 
 
 class LSTMEncoder(keras.layers.Layer):
@@ -225,7 +222,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
 
 
 @export
-class LSTMSeq2Seq(HeadLossMixin, keras.Model):
+class LSTMSeq2Seq(Seq2SeqModel):
     """Attentional LSTM encoder–decoder that takes any output head.
 
     Args:
@@ -287,13 +284,10 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         training: bool.
 
     Returns:
-        The head's output: logits `(B, T, V)` for categorical heads. Compiled
-        with a loss that scores candidates itself (`SampledSoftmaxLoss`), a
-        training-mode call returns the decoder outputs `(B, T, d_h)` instead
-        (`tf_outheads.training.HeadLossMixin`). With a ReWE head, training
-        and evaluation steps of a model compiled with a `"rewe"` loss return
-        `{"logits": (B, T, V), "rewe": (B, T, m)}`; `model(x)`, `predict` and
-        decoding see only the logits.
+        The head's output: logits `(B, T, V)` for categorical heads. Inside
+        `model.training_outputs()` (the training and evaluation steps), the
+        decoder outputs `{"hidden": (B, T, d_h)}` instead, which every loss
+        reads (`tf_outheads.training.objective`).
 
     Example:
     ```python
@@ -330,7 +324,7 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         shared_private=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
         for name, value in (("num_layers", num_layers), ("encoder_layers", encoder_layers),
                             ("decoder_layers", decoder_layers)):
             if value is None and name != "num_layers":
@@ -344,8 +338,12 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
                              f"Received: source_embedding_dim={source_embedding_dim!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
+        if shared_private is not None and source_embedding_dim not in (None, embedding_dim):
+            raise ValueError(
+                "Shared-private embeddings have one size for both sides: leave "
+                "`source_embedding_dim` unset. "
+                f"Received: source_embedding_dim={source_embedding_dim}, "
+                f"embedding_dim={embedding_dim}")
         self.embedding_dim = embedding_dim
         self.hidden_dim = hidden_dim
         self.num_layers = num_layers
@@ -358,30 +356,9 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         self.attention_score = attention_score
         self.uniform_init = uniform_init
 
-        embedding_init = "uniform"
-        if shared_private is not None:
-            if source_embedding_dim not in (None, embedding_dim):
-                raise ValueError(
-                    "Shared-private embeddings have one size for both sides: leave "
-                    "`source_embedding_dim` unset. "
-                    f"Received: source_embedding_dim={source_embedding_dim}, "
-                    f"embedding_dim={embedding_dim}")
-            self.shared_private = shared_private_argument(
-                shared_private, source_vocabulary_size, target_vocabulary_size, embedding_dim,
-                embeddings_initializer=embedding_init, dtype=self.dtype_policy)
-            self.source_embedding = self.shared_private.source
-            self.target_embedding = self.shared_private.target
-        else:
-            self.shared_private = None
-            self.source_embedding = keras.layers.Embedding(
-                source_vocabulary_size, source_embedding_dim or embedding_dim,
-                embeddings_initializer=embedding_init, dtype=self.dtype_policy,
-                name="source_embedding",
-            )
-            self.target_embedding = keras.layers.Embedding(
-                target_vocabulary_size, embedding_dim, embeddings_initializer=embedding_init,
-                dtype=self.dtype_policy, name="target_embedding",
-            )
+        # Drawn again from U(±uniform_init) by `initialize` when it is set.
+        self.build_embeddings(source_embedding_dim or embedding_dim, embedding_dim,
+                              lambda: "uniform", shared_private)
         self.source_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.encoder = LSTMEncoder(
             encoder_layers or num_layers, hidden_dim, bidirectional=bidirectional_encoder, dropout=dropout,
@@ -392,32 +369,19 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
             input_feeding=input_feeding, dropout=dropout, uniform_init=uniform_init,
             dtype=self.dtype_policy, name="decoder",
         )
-        self.head = build_head(head, target_vocabulary_size, self.target_embedding,
-                               dtype=self.dtype_policy)
-        self._build_all()
-        # Built after every other weight, so those draw the same initial values
-        # with or without it (λ = 0 then trains exactly as the plain model).
-        self.rewe = build_rewe_head(rewe, target_vocabulary_size, self.target_embedding,
-                                    dtype=self.dtype_policy)
-        if self.rewe is not None:
-            if not self.rewe.built:
-                self.rewe.build((None, None, self.hidden_dim))
-            # Its trainable weights only: a pretrained target table stays as given.
-            self._draw_uniform(self.rewe.trainable_weights)
+        self.build_heads(head, rewe)
 
-    def _build_all(self):
-        # Everything has a known shape: build now so weights exist before any call
-        # (needed by tied heads, parameter reports and weight loading).
+    @property
+    def hidden_size(self):
+        return self.hidden_dim
+
+    def build_network(self):
         self.source_embedding.build((None, None))
         self.target_embedding.build((None, None))
         self.encoder.build(self.source_embedding.output_dim)
         self.decoder.build(self.hidden_dim)
-        if not self.head.built:
-            self.head.build((None, None, self.hidden_dim))
-        self.built = True
-        self._draw_uniform(self.weights)
 
-    def _draw_uniform(self, variables):
+    def initialize(self, variables):
         """With `uniform_init = a`, every variable given (biases and head included)
         drawn independently from U(−a, a), as OpenNMT-py's `param_init` (Pappas et
         al. use a = 0.1); without it, nothing.
@@ -453,14 +417,13 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         zeros = ops.zeros_like(states[:, :1])
         return ops.concatenate([states] + [zeros] * (decoder_layers - encoder_layers), axis=1)
 
-    def call(self, inputs, training=False):
-        state = self.encode(inputs["source_ids"], training=training)
-        target_in = ops.cast(inputs["target_in"], "int32")
-        h = self.decoder(target_in, state, training=training)
-        # The decoder already drops h̃ in training (and feeds the dropped one back).
-        # Logits (B, T, V); in a training step under a sampled loss, h itself
-        # (the loss scores only candidate words through the head).
-        return self.head_outputs(h, training)
+    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False):
+        """`h (B, T, d_h)`, the attentional states h̃ (dropped in training: the
+        decoder feeds the dropped one back), and the attention with
+        `return_alignments`."""
+        state = self.encode(source_ids, training=training)
+        return self.decoder(ops.cast(target_in, "int32"), state, training=training,
+                            return_alignments=return_alignments)
 
     # -- decoding contract ------------------------------------------------
     def initial_decoding_state(self, source_ids, max_length=None):
@@ -477,52 +440,13 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
         del max_length  # the LSTM state has no per-step cache
         return self.encode(source_ids, training=False)
 
-    def make_step_fn(self, cache=None):
-        """`step_fn(ids_t, state) → (log_scores (B, V), new_state)` for the decoders.
-
-        The head's `inference_cache()` is computed once here, not per step.
-        """
-        if cache is None:
-            cache = self.head.inference_cache()
-
-        def step_fn(ids_t, state):
-            h_t, new_state = self.decoder.step(ops.cast(ids_t, "int32"), state)
-            return self.head.scores(h_t, cache), new_state
-
-        return step_fn
-
-    def source_alignments(self, source_ids, target_in):
-        """Attention weights `(B, T, S)` float32 of every target position.
-
-        Row `t` is the distribution over source positions the decoder
-        attended to when it scored the word after `target_in[:, t]`: run on
-        `[BOS] + output[:-1]`, it says where each output word came from
-        (`tf_outheads.decoding.replace_unknown_words`). Padding positions of
-        the source get weight 0.
-        """
-        state = self.encode(source_ids, training=False)
-        _, alignments = self.decoder(ops.cast(target_in, "int32"), state, training=False,
-                                     return_alignments=True)
-        return alignments
-
-    def parameter_groups(self):
-        """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
-        return {
-            "embeddings": self.source_embedding.weights + self.target_embedding.weights,
-            "encoder": self.encoder.weights,
-            "decoder": [w for w in self.decoder.weights
-                        if all(w is not e for e in self.target_embedding.weights)],
-            "output_layer": self.head.weights,
-            # Training only: not part of the inference model.
-            **({"rewe": self.rewe.weights} if self.rewe is not None else {}),
-        }
+    def decoder_step(self, ids_t, state):
+        return self.decoder.step(ids_t, state)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "source_vocabulary_size": self.source_vocabulary_size,
-                "target_vocabulary_size": self.target_vocabulary_size,
                 "embedding_dim": self.embedding_dim,
                 "hidden_dim": self.hidden_dim,
                 "num_layers": self.num_layers,
@@ -534,10 +458,6 @@ class LSTMSeq2Seq(HeadLossMixin, keras.Model):
                 "input_feeding": self.input_feeding,
                 "attention_score": self.attention_score,
                 "uniform_init": self.uniform_init,
-                "head": head_to_spec(self.head),
-                "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
-                "shared_private": (shared_private_to_spec(self.shared_private)
-                                   if self.shared_private is not None else None),
             }
         )
         return config

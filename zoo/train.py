@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from tf_outheads import data as tfo_data
-from tf_outheads.decoding.translate import Translator
+from tf_outheads.decoding.translator import Translator
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss, MSEEmbeddingLoss
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
@@ -29,6 +29,7 @@ from tf_outheads.training.translation import compile_for_translation, translatio
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model
+from zoo.config import ConfigError, read_stored_preset
 from zoo.lstm import LSTMSeq2Seq
 from zoo.plots import write_line_plot
 from zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
@@ -60,15 +61,22 @@ class RunDirectoryError(ValueError):
 
 
 def stored_preset(run_dir):
-    """The `preset.json` of `run_dir` (`{"name": ..., "data": ..., ...}`), or `None`."""
+    """The `preset.json` of `run_dir` (`{"name": ..., "data": ..., ...}`), or `None`.
+
+    Read through the schema (`zoo.config.read_stored_preset`): a file written
+    before a key existed gets the value the run trained with (`data.bucket_width`
+    8), so the run resumes as it was trained.
+    """
     path = os.path.join(run_dir, PRESET_FILE)
     if not os.path.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        name, preset = read_stored_preset(path)
+    except ConfigError:  # a key the schema does not know: the message names file and key
+        raise
     except ValueError as error:
         raise RunDirectoryError(f"{path}: not a readable preset file ({error})") from None
+    return {"name": name, **preset}
 
 
 def resolve_preset(preset_name, run_dir, overrides=None):
@@ -301,8 +309,8 @@ def training_loss(train_config):
         if not isinstance(rewe, dict) or set(rewe) - {"weight", "distance"}:
             raise ValueError("train.rewe must be {'weight': λ, 'distance': 'cosine' or 'mse'} "
                              f"or None. Received: {rewe!r}")
-        keywords.update(rewe_weight=rewe.get("weight", PAPER_REWE_WEIGHT),
-                        rewe_loss=ReWELoss(rewe.get("distance", "cosine")))
+        keywords.update(auxiliary_losses={"rewe": ReWELoss(rewe.get("distance", "cosine"))},
+                        auxiliary_weights={"rewe": rewe.get("weight", PAPER_REWE_WEIGHT)})
     return keywords
 
 
@@ -435,8 +443,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         train, source_tokenizer, target_tokenizer,
         batch_tokens=data_config["batch_tokens"],
         max_length=data_config["max_sequence_length"],
-        # Runs from before the setting existed batched in 8-wide buckets.
-        bucket_width=data_config.get("bucket_width", 8),
+        bucket_width=data_config["bucket_width"],  # 8 for runs stored before the key
         shuffle=True, seed=train_config["seed"], repeat=True,
     )
     dev_dataset = tfo_data.dataset_from_corpus(
@@ -504,7 +511,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     )
     # The training losses step by step: with ReWE, NLL and ReWE separately (the
     # paper's Figure 3); plain runs write the same file, for comparing the two.
-    rewe_weight = loss_keywords.get("rewe_weight")
+    rewe_weight = loss_keywords.get("auxiliary_weights", {}).get("rewe")
     callbacks.append(LossCurves(
         os.path.join(run_dir, "loss_curves.csv"),
         None if rewe is None else (PAPER_REWE_WEIGHT if rewe_weight is None else rewe_weight),

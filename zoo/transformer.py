@@ -28,136 +28,13 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
-from tf_outheads.layers.heads import build_head, head_to_spec
-from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
-from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
-from tf_outheads.training.head_loss import HeadLossMixin
+from tf_outheads.layers.attention import MultiHeadAttention, sinusoidal_position_encoding
+from tf_outheads.models.seq2seq import Seq2SeqModel
 from tf_outheads.validation import positive_int
 
-# Logit of a masked attention position. exp(-1e9 - max) is exactly 0 in float32,
-# so a masked key gets weight 0 (as with -inf), and a row with every key masked
-# stays finite (uniform weights) instead of NaN.
-MASKED_LOGIT = -1e9
 # tensor2tensor's layer-norm epsilon.
 LAYER_NORM_EPSILON = 1e-6
 NORMS = ("post", "pre")
-
-
-def sinusoidal_position_encoding(positions, dim):
-    """Sinusoidal position encodings of Vaswani et al. 2017, §3.5.
-
-    `PE(pos, 2i) = sin(pos / 10000^(2i/d))`, `PE(pos, 2i+1) = cos(pos / 10000^(2i/d))`,
-    computed for the positions given, so any length (and any single decoding
-    step) gets its encoding without a table.
-
-    Args:
-        positions: int tensor of any shape `(...)`.
-        dim: int, the model size `d` (even).
-
-    Returns:
-        float32 tensor `(..., dim)`.
-    """
-    index = ops.arange(dim, dtype="int32")
-    exponent = ops.cast((index // 2) * 2, "float32") / float(dim)  # 2i / d
-    inverse_frequency = ops.exp(-math.log(10000.0) * exponent)  # (d,)
-    angles = ops.cast(positions, "float32")[..., None] * inverse_frequency  # (..., d)
-    return ops.where(ops.equal(index % 2, 0), ops.sin(angles), ops.cos(angles))
-
-
-class MultiHeadAttention(keras.layers.Layer):
-    """Scaled dot-product attention with `num_heads` heads and explicit keys/values.
-
-    Keys and values are computed apart from the attention (`keys_values`), so
-    that a decoder can compute the encoder's once per sentence and keep its own
-    in a cache: `attend(query, keys, values, mask)` never projects them again.
-    Weights are a softmax in float32 whatever the compute dtype.
-
-    Args:
-        num_heads: int.
-        model_dim: int, divisible by `num_heads`.
-        dropout: float, dropout on the attention weights. Defaults to 0.
-        kernel_initializer: initializer of the four projections. Defaults
-            to `"glorot_uniform"`.
-    """
-
-    def __init__(self, num_heads, model_dim, dropout=0.0, kernel_initializer="glorot_uniform",
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.num_heads = positive_int("num_heads", num_heads)
-        self.model_dim = positive_int("model_dim", model_dim)
-        if model_dim % num_heads:
-            raise ValueError("`model_dim` must be divisible by `num_heads`. "
-                             f"Received: model_dim={model_dim}, num_heads={num_heads}")
-        self.head_dim = model_dim // num_heads
-        self.dropout = dropout
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.query_dense = self._projection("query")
-        self.key_dense = self._projection("key")
-        self.value_dense = self._projection("value")
-        self.output_dense = self._projection("output")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-
-    def _projection(self, name):
-        # Its own initializer copy: a Keras random initializer repeats its draw.
-        initializer = keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
-        return keras.layers.Dense(self.model_dim, kernel_initializer=initializer,
-                                  dtype=self.dtype_policy, name=name)
-
-    def build(self, query_dim, memory_dim=None):
-        memory_dim = memory_dim or query_dim
-        self.query_dense.build((None, None, query_dim))
-        self.key_dense.build((None, None, memory_dim))
-        self.value_dense.build((None, None, memory_dim))
-        self.output_dense.build((None, None, self.model_dim))
-        self.built = True
-
-    def _split_heads(self, x):
-        """`(B, T, d)` → `(B, H, T, d / H)`."""
-        batch = ops.shape(x)[0]
-        x = ops.reshape(x, (batch, -1, self.num_heads, self.head_dim))
-        return ops.transpose(x, (0, 2, 1, 3))
-
-    def keys_values(self, memory):
-        """Keys and values of `memory (B, S, d_m)`: two `(B, H, S, d / H)` tensors."""
-        keys, values = self.key_dense(memory), self.value_dense(memory)
-        return self._split_heads(keys), self._split_heads(values)
-
-    def attend(self, query, keys, values, mask, training=False):
-        """Attention of `query (B, T, d_q)` over `keys`/`values` `(B, H, S, d / H)`.
-
-        Args:
-            mask: bool tensor broadcastable to `(B, H, T, S)`; False hides a key.
-
-        Returns:
-            `(output (B, T, d), weights (B, H, T, S) float32)`.
-        """
-        queries = self._split_heads(self.query_dense(query))
-        queries = queries * ops.cast(self.head_dim ** -0.5, queries.dtype)
-        logits = ops.cast(ops.einsum("bhtd,bhsd->bhts", queries, keys), "float32")
-        logits = ops.where(mask, logits, MASKED_LOGIT)
-        # The softmax written out: `ops.softmax` warns about a one-key axis (the first
-        # position of a causal pass, a cache of one step).
-        weights = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
-        weights = weights / ops.sum(weights, axis=-1, keepdims=True)
-        dropped = self.dropout_layer(ops.cast(weights, values.dtype), training=training)
-        context = ops.einsum("bhts,bhsd->bhtd", dropped, values)  # (B, H, T, d / H)
-        context = ops.transpose(context, (0, 2, 1, 3))
-        context = ops.reshape(context, (ops.shape(context)[0], -1, self.model_dim))
-        return self.output_dense(context), weights
-
-    def call(self, query, memory, mask, training=False):
-        keys, values = self.keys_values(memory)
-        return self.attend(query, keys, values, mask, training=training)[0]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({
-            "num_heads": self.num_heads,
-            "model_dim": self.model_dim,
-            "dropout": self.dropout,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-        })
-        return config
 
 
 class _Sublayers(keras.layers.Layer):
@@ -460,7 +337,7 @@ def _decoding_length(max_length):
 
 
 @export
-class TransformerSeq2Seq(HeadLossMixin, keras.Model):
+class TransformerSeq2Seq(Seq2SeqModel):
     """Transformer encoder–decoder (Vaswani et al. 2017) that takes any output head.
 
     Embeddings are scaled by √d and added to sinusoidal position encodings
@@ -515,9 +392,8 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
         training: bool.
 
     Returns:
-        As `LSTMSeq2Seq`: logits `(B, T, V)`; the decoder outputs `(B, T, d)`
-        in a training step under a sampled loss; `{"logits", "rewe"}` in
-        training and evaluation steps of a model compiled with a ReWE loss.
+        As `LSTMSeq2Seq`: logits `(B, T, V)`; `{"hidden": (B, T, d)}` inside
+        `model.training_outputs()` (training and evaluation steps).
 
     Example:
     ```python
@@ -552,11 +428,7 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
         shared_private=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.source_vocabulary_size = positive_int("source_vocabulary_size",
-                                                   source_vocabulary_size)
-        self.target_vocabulary_size = positive_int("target_vocabulary_size",
-                                                   target_vocabulary_size)
+        super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
         self.model_dim = positive_int("model_dim", model_dim)
         self.ffn_dim = positive_int("ffn_dim", ffn_dim)
         self.num_heads = positive_int("num_heads", num_heads)
@@ -576,53 +448,24 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
         self.ffn_dropout = ffn_dropout
         self.norm = norm
 
-        self._build_embeddings(shared_private)
+        # N(0, d^-0.5) (tensor2tensor, fairseq): √d · E(y) has unit variance.
+        self.build_embeddings(
+            model_dim, model_dim,
+            lambda: keras.initializers.RandomNormal(mean=0.0, stddev=model_dim ** -0.5),
+            shared_private)
         self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         stack = dict(model_dim=model_dim, ffn_dim=ffn_dim, num_heads=num_heads, dropout=dropout,
                      attention_dropout=attention_dropout, ffn_dropout=ffn_dropout, norm=norm,
                      dtype=self.dtype_policy)
         self.encoder = TransformerEncoder(encoder_layers, name="encoder", **stack)
         self.decoder = TransformerDecoder(decoder_layers, name="decoder", **stack)
-        self.head = build_head(head, target_vocabulary_size, self.target_embedding,
-                               dtype=self.dtype_policy)
-        self._build_all()
-        # Built after every other weight, as in LSTMSeq2Seq: the rest of the
-        # model draws the same initial values with or without it.
-        self.rewe = build_rewe_head(rewe, target_vocabulary_size, self.target_embedding,
-                                    dtype=self.dtype_policy)
-        if self.rewe is not None and not self.rewe.built:
-            self.rewe.build((None, None, self.model_dim))
+        self.build_heads(head, rewe)
 
-    def _build_embeddings(self, shared_private=None):
-        """Create `self.source_embedding` and `self.target_embedding`.
+    @property
+    def hidden_size(self):
+        return self.model_dim
 
-        Each is a layer with `input_dim`, `output_dim` (= `model_dim`),
-        `.embeddings` (the `(V, d)` table) and `__call__(ids)`; the rest of the
-        model uses nothing else: two `keras.layers.Embedding`, or the two
-        sides of a `SharedPrivateEmbedding` (`self.shared_private`). Drawn
-        from N(0, d^-0.5) (tensor2tensor, fairseq).
-        """
-        def initializer():
-            return keras.initializers.RandomNormal(mean=0.0, stddev=self.model_dim ** -0.5)
-
-        if shared_private is not None:
-            self.shared_private = shared_private_argument(
-                shared_private, self.source_vocabulary_size, self.target_vocabulary_size,
-                self.model_dim, embeddings_initializer=initializer(), dtype=self.dtype_policy)
-            self.source_embedding = self.shared_private.source
-            self.target_embedding = self.shared_private.target
-            return
-        self.shared_private = None
-        self.source_embedding = keras.layers.Embedding(
-            self.source_vocabulary_size, self.model_dim, embeddings_initializer=initializer(),
-            dtype=self.dtype_policy, name="source_embedding")
-        self.target_embedding = keras.layers.Embedding(
-            self.target_vocabulary_size, self.model_dim, embeddings_initializer=initializer(),
-            dtype=self.dtype_policy, name="target_embedding")
-
-    def _build_all(self):
-        # Every shape is known: build now, so weights exist before any call
-        # (tied heads, parameter reports, weight loading).
+    def build_network(self):
         for embedding in (self.source_embedding, self.target_embedding):
             if embedding.output_dim != self.model_dim:
                 raise ValueError(
@@ -633,9 +476,6 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
                 embedding.build((None, None))
         self.encoder.build(self.model_dim)
         self.decoder.build(self.model_dim)
-        if not self.head.built:
-            self.head.build((None, None, self.model_dim))
-        self.built = True
 
     def _embed(self, embedding, ids, positions, training=False):
         """`√d · E(ids) + PE(positions)`, dropped: `(…, d)`."""
@@ -662,10 +502,10 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
         return self.decoder(x, ops.not_equal(target_in, PAD_ID), memory, source_mask,
                             training=training, return_alignments=return_alignments)
 
-    def call(self, inputs, training=False):
-        memory, source_mask = self.encode(inputs["source_ids"], training=training)
-        h = self.decode(inputs["target_in"], memory, source_mask, training=training)
-        return self.head_outputs(h, training)
+    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False):
+        memory, source_mask = self.encode(source_ids, training=training)
+        return self.decode(target_in, memory, source_mask, training=training,
+                           return_alignments=return_alignments)
 
     # -- decoding contract ------------------------------------------------
     def initial_decoding_state(self, source_ids, max_length=None):
@@ -700,52 +540,14 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
         memory, source_mask = self.encode(source_ids, training=False)
         return self.decoder.initial_state(memory, source_mask, cache_length)
 
-    def make_step_fn(self, cache=None):
-        """`step_fn(ids_t, state) → (log_scores (B, V), new_state)` for the decoders.
-
-        The head's `inference_cache()` is computed once here, not per step.
-        """
-        if cache is None:
-            cache = self.head.inference_cache()
-
-        def step_fn(ids_t, state):
-            ids_t = ops.cast(ids_t, "int32")
-            x_t = self._embed(self.target_embedding, ids_t[:, None], state["step"][:, None])
-            h_t, new_state = self.decoder.step(x_t, ids_t, state)
-            return self.head.scores(h_t, cache), new_state
-
-        return step_fn
-
-    def source_alignments(self, source_ids, target_in):
-        """Cross-attention weights `(B, T, S)` float32 of every target position.
-
-        The last decoder layer's attention over the source, averaged over
-        heads, in a teacher-forced pass over `target_in` (row `t`: where the
-        word after `target_in[:, t]` came from; used for `<unk>`
-        replacement). Source padding gets weight 0.
-        """
-        memory, source_mask = self.encode(source_ids, training=False)
-        _, alignments = self.decode(target_in, memory, source_mask, training=False,
-                                    return_alignments=True)
-        return alignments
-
-    def parameter_groups(self):
-        """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
-        return {
-            "embeddings": self.source_embedding.weights + self.target_embedding.weights,
-            "encoder": self.encoder.weights,
-            "decoder": self.decoder.weights,
-            "output_layer": self.head.weights,
-            # Training only: not part of the inference model.
-            **({"rewe": self.rewe.weights} if self.rewe is not None else {}),
-        }
+    def decoder_step(self, ids_t, state):
+        x_t = self._embed(self.target_embedding, ids_t[:, None], state["step"][:, None])
+        return self.decoder.step(x_t, ids_t, state)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "source_vocabulary_size": self.source_vocabulary_size,
-                "target_vocabulary_size": self.target_vocabulary_size,
                 "model_dim": self.model_dim,
                 "ffn_dim": self.ffn_dim,
                 "num_heads": self.num_heads,
@@ -755,10 +557,6 @@ class TransformerSeq2Seq(HeadLossMixin, keras.Model):
                 "attention_dropout": self.attention_dropout,
                 "ffn_dropout": self.ffn_dropout,
                 "norm": self.norm,
-                "head": head_to_spec(self.head),
-                "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
-                "shared_private": (shared_private_to_spec(self.shared_private)
-                                   if self.shared_private is not None else None),
             }
         )
         return config

@@ -14,6 +14,7 @@ from tf_outheads.losses.embedding_regression import EmbeddingTargetLoss
 from tf_outheads.losses.embedding_regression import MSEEmbeddingLoss
 from tf_outheads.losses.embedding_regression import cosine_embedding_loss
 from tf_outheads.losses.embedding_regression import mse_embedding_loss
+from tests.testing import step_loss
 
 DIM = 8
 VOCAB_SIZE = 6
@@ -215,32 +216,25 @@ class FakeHead:
 
 
 @pytest.mark.parametrize("kind", LOSS_IDS)
-@pytest.mark.parametrize("reduction", ["sum", "none", "sum_over_batch_size"])
 @pytest.mark.parametrize("sample_weight", [None, SENTENCE_WEIGHT, TOKEN_WEIGHT],
                          ids=["unweighted", "per_sentence", "per_token"])
-def test_call_with_head_reduces_like_call(kind, reduction, sample_weight):
-    loss = LOSSES[kind](reduction=reduction, target_embeddings=TABLE)
-    assert loss.needs_head is True
-    with_head = LOSSES[kind](reduction=reduction).call_with_head(
-        Y_TRUE, Y_PRED, FakeHead(), sample_weight=sample_weight)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(with_head),
-                               keras.ops.convert_to_numpy(
-                                   loss(Y_TRUE, Y_PRED, sample_weight=sample_weight)),
+def test_in_a_model_step_reduces_like_call(kind, sample_weight):
+    # The table comes from the head; sum / tokens is the "sum_over_batch_size" mean
+    # and the sum is the "sum" reduction of a standalone call.
+    total, tokens = step_loss(LOSSES[kind](), Y_TRUE, FakeHead(), head_output=Y_PRED,
+                              sample_weight=sample_weight)
+    assert tokens == MASK.sum()
+    standalone = LOSSES[kind](target_embeddings=TABLE)
+    np.testing.assert_allclose(total / tokens, float(standalone(
+        Y_TRUE, Y_PRED, sample_weight=sample_weight)), rtol=1e-6, atol=1e-7)
+    summed = LOSSES[kind](target_embeddings=TABLE, reduction="sum")
+    np.testing.assert_allclose(total, float(summed(Y_TRUE, Y_PRED, sample_weight=sample_weight)),
                                rtol=1e-6, atol=1e-7)
-
-
-def test_call_with_head_respects_a_keras_mask_on_predictions():
-    # As `Loss.__call__`: a mask carried by y_pred removes those tokens too.
-    y_pred = tf.constant(Y_PRED)
-    y_pred._keras_mask = tf.constant([[True, False, True, True], [True, True, True, True]])
-    value = MSEEmbeddingLoss().call_with_head(Y_TRUE, y_pred, FakeHead())
-    per_token = reference_per_token("mse", Y_PRED, TABLE)
-    np.testing.assert_allclose(float(value), (per_token.sum() - per_token[0, 1]) / 4.0, rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", LOSS_IDS)
 def test_missing_table_is_a_clear_error(kind):
-    with pytest.raises(ValueError, match="target_embeddings=.*call_with_head"):
+    with pytest.raises(ValueError, match="target_embeddings=.*compile a model"):
         LOSSES[kind]()(Y_TRUE, Y_PRED)
 
 

@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tf_outheads import ReWEHead, ReWELoss, rewe_loss
+from tf_outheads.training.objective import Objective, StepOutputs
+from tests.testing import step_loss
 
 # Hand-computed: a (V = 6, m = 2) table; gold ids 4, 2, then padding; 1 and 3.
 HAND_TABLE = np.array([[0.0, 0.0], [0.6, 0.8], [0.0, 2.0], [-1.0, 0.0], [3.0, 0.0],
@@ -141,43 +143,34 @@ def embedding_head():
 
 
 @pytest.mark.parametrize("distance", DISTANCES)
-def test_bound_head_supplies_the_table_without_gradient_into_it(distance):
+def test_in_a_model_the_head_supplies_the_table_without_gradient_into_it(distance):
     head, embedding = embedding_head()
     loss = ReWELoss(distance)
-    loss.bind_head(head)
     prediction = tf.Variable(Y_PRED)
     with tf.GradientTape(persistent=True) as tape:
-        value = loss(Y_TRUE, prediction)
+        outputs = StepOutputs(None, head, head_output=prediction)
+        total, tokens = Objective(loss, None, {"logits": head})(Y_TRUE, outputs)
+        value = total / tokens
     expected = reference_per_token(distance, Y_PRED, TABLE).sum() / MASK.sum()
     np.testing.assert_allclose(float(value), expected, rtol=1e-6)
     assert tape.gradient(value, embedding.embeddings) is None  # stop-gradient targets
     assert np.abs(tape.gradient(value, prediction).numpy()).sum() > 0
     # The live table: a new embedding value gives a new loss.
     embedding.embeddings.assign(TABLE[::-1])
-    assert not np.isclose(float(loss(Y_TRUE, Y_PRED)), expected, rtol=1e-4)
+    total, tokens = step_loss(loss, Y_TRUE, head, head_output=Y_PRED)
+    assert not np.isclose(total / tokens, expected, rtol=1e-4)
 
 
-def test_constructor_table_takes_precedence_over_a_bound_head():
+def test_as_the_only_loss_of_a_continuous_output_is_contrastive_b():
+    # ReWE without the categorical output: the loss of the model's own head.
     head, _ = embedding_head()
-    other = make_table(seed=5)
-    loss = ReWELoss(target_embeddings=other)
-    loss.bind_head(head)
-    expected = reference_per_token("cosine", Y_PRED, other).sum() / MASK.sum()
-    np.testing.assert_allclose(float(loss(Y_TRUE, Y_PRED)), expected, rtol=1e-6)
-
-
-def test_call_with_head_is_contrastive_b_protocol():
-    # `needs_head`: a model whose only output is a continuous head hands it over.
-    head, _ = embedding_head()
-    loss = ReWELoss("cosine")
-    assert loss.needs_head
-    value = loss.call_with_head(Y_TRUE, Y_PRED, head)
+    total, tokens = step_loss(ReWELoss("cosine"), Y_TRUE, head, head_output=Y_PRED)
     expected = reference_per_token("cosine", Y_PRED, TABLE).sum() / MASK.sum()
-    np.testing.assert_allclose(float(value), expected, rtol=1e-6)
+    np.testing.assert_allclose(total / tokens, expected, rtol=1e-6)
 
 
 def test_missing_table_is_a_clear_error():
-    with pytest.raises(ValueError, match="bind_head.*Received: target_embeddings=None"):
+    with pytest.raises(ValueError, match="compile a model.*Received: target_embeddings=None"):
         ReWELoss()(Y_TRUE, Y_PRED)
 
 
@@ -191,12 +184,11 @@ def test_invalid_distance():
 @pytest.mark.parametrize("distance", DISTANCES)
 def test_config_round_trip(distance):
     loss = ReWELoss(distance, pad_id=3, target_embeddings=TABLE, reduction="sum", name="aux")
-    loss.bind_head(embedding_head()[0])
     config = loss.get_config()
     assert config == {"name": "aux", "reduction": "sum", "pad_id": 3, "distance": distance}
     serialized = keras.saving.serialize_keras_object(loss)
     assert serialized["registered_name"] == "tf_outheads>ReWELoss"
     revived = keras.saving.deserialize_keras_object(serialized)
     assert type(revived) is ReWELoss and revived.get_config() == config
-    assert revived.target_embeddings is None and revived._head is None  # data, not config
+    assert revived.target_embeddings is None  # data, not config
     assert ReWELoss().name == "rewe_loss" and ReWELoss().distance == "cosine"

@@ -17,6 +17,7 @@ from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.sampled_softmax import sampled_softmax_per_token
 from tf_outheads.ops import sampling
 from zoo.lstm import LSTMSeq2Seq
+from tests.testing import step_loss
 
 VOCAB = 40
 HIDDEN = 12
@@ -323,26 +324,33 @@ def test_loss_class_on_full_logits_is_masked_cross_entropy():
                                    float(full(targets, logits, sample_weight=weights)), rtol=1e-6)
 
 
-def test_call_on_hidden_matches_function_and_weights():
+def test_in_a_training_step_matches_function_and_weights():
     head = make_head("tied")
     hidden, targets = make_batch()
     loss = SampledSoftmaxLoss(fraction=0.5, seed=7)
-    value = loss.call_on_hidden(targets, hidden, head, step=4)
+    total, tokens = step_loss(loss, targets, head, hidden=hidden, step=4)
     expected = sampled_softmax_loss(head, hidden, targets, seed_of(4, base=7), fraction=0.5)
-    np.testing.assert_allclose(float(value), float(expected), rtol=1e-6)
-    # Zero weight on a sentence removes its tokens from the sum (Keras keeps them
-    # in the count, as for MaskedSequenceCrossEntropy); sum reduction adds tokens.
-    zero_first = loss.call_on_hidden(targets, hidden, head, step=4,
-                                     sample_weight=np.array([0.0, 1.0, 1.0], "float32"))
+    np.testing.assert_allclose(total / tokens, float(expected), rtol=1e-6)
+    # Zero weight on a sentence removes its tokens from the sum, not from the
+    # count (as Keras' reduction of MaskedSequenceCrossEntropy).
+    zero_first, _ = step_loss(loss, targets, head, hidden=hidden, step=4,
+                              sample_weight=np.array([0.0, 1.0, 1.0], "float32"))
     per_token = sampled_softmax_per_token(head, hidden, targets, seed_of(4, base=7),
                                           fraction=0.5).numpy()
     mask = targets != 0
     mask[0] = False
-    np.testing.assert_allclose(float(zero_first), per_token[mask].sum() / (targets != 0).sum(),
-                               rtol=1e-5)
-    summed = SampledSoftmaxLoss(fraction=0.5, seed=7, reduction="sum")
-    np.testing.assert_allclose(float(summed.call_on_hidden(targets, hidden, head, step=4)),
-                               per_token[targets != 0].sum(), rtol=1e-5)
+    np.testing.assert_allclose(zero_first, per_token[mask].sum(), rtol=1e-5)
+    assert tokens == (targets != 0).sum()
+
+
+def test_in_an_evaluation_step_is_the_full_cross_entropy():
+    head = make_head("tied")
+    hidden, targets = make_batch()
+    for smoothing in (0.0, 0.2):
+        loss = SampledSoftmaxLoss(fraction=0.1, label_smoothing=smoothing)
+        total, tokens = step_loss(loss, targets, head, hidden=hidden, training=False)
+        full = MaskedSequenceCrossEntropy(label_smoothing=smoothing)
+        np.testing.assert_allclose(total / tokens, float(full(targets, head(hidden))), rtol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -425,14 +433,16 @@ def test_fit_trains_and_evaluate_uses_full_softmax(head, jit_compile):
     np.testing.assert_allclose(after, float(full), rtol=1e-4)
 
 
-def test_training_call_returns_hidden_states_only_under_a_sampled_loss():
+def test_loss_steps_see_the_decoder_outputs_whatever_the_loss():
     x, _ = _seq2seq_data()
     model = _small_model("tied")
-    compile_for_translation(model)
-    assert model(x, training=True).shape[-1] == 60
-    compile_for_translation(model, loss=SampledSoftmaxLoss(fraction=0.5))
-    assert model(x, training=True).shape[-1] == 16
-    assert model(x, training=False).shape[-1] == 60
+    for loss in (None, SampledSoftmaxLoss(fraction=0.5)):
+        compile_for_translation(model, loss=loss)
+        assert model(x, training=True).shape[-1] == 60  # the head's logits
+        with model.training_outputs():
+            outputs = model(x, training=True)
+        assert set(outputs) == {"hidden"} and outputs["hidden"].shape[-1] == 16
+        assert model(x, training=False).shape[-1] == 60
 
 
 def test_fit_under_mixed_precision():
@@ -481,7 +491,9 @@ def test_keras_file_round_trip_keeps_the_sampled_loss(tmp_path):
     assert isinstance(loaded.loss, SampledSoftmaxLoss)
     assert loaded.loss.get_config() == model.loss.get_config()
     np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
-    assert loaded(x, training=True).shape[-1] == 16  # still trains on candidates
+    assert loaded.loss_weights is None
+    history = loaded.fit(x, y, batch_size=8, epochs=1, verbose=0)  # still trains, sampled
+    assert np.isfinite(history.history["loss"][0])
 
 
 def test_every_sampled_preset_builds_its_loss():

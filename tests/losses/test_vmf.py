@@ -14,6 +14,8 @@ from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.losses.vmf import vmf_loss
 from tf_outheads.losses.vmf import vmf_negative_log_likelihood
 from tf_outheads.ops import log_vmf_normalizer
+from tf_outheads.training.objective import Objective, StepOutputs
+from tests.testing import step_loss
 
 M = 300
 VOCAB_SIZE = 6
@@ -359,36 +361,35 @@ class FakeHead:
 
 
 @pytest.mark.parametrize("normalizer", ["exact", "lower_bound"])
-def test_call_with_head_equals_function(normalizer, y_pred, table):
-    loss = VMFLoss(normalizer=normalizer, norm_penalty=0.02)
-    assert VMFLoss.needs_head is True
-    value = loss.call_with_head(Y_TRUE, y_pred, FakeHead(table))
+def test_in_a_model_step_equals_function(normalizer, y_pred, table):
+    total, tokens = step_loss(VMFLoss(normalizer=normalizer, norm_penalty=0.02), Y_TRUE,
+                              FakeHead(table), head_output=y_pred)
     expected = vmf_loss(Y_TRUE, y_pred, table, normalizer=normalizer, norm_penalty=0.02)
-    np.testing.assert_allclose(float(value), float(expected), rtol=1e-6)
+    np.testing.assert_allclose(total / tokens, float(expected), rtol=1e-6)
 
 
-@pytest.mark.parametrize("reduction", ["sum", "none", "sum_over_batch_size"])
 @pytest.mark.parametrize("sample_weight", [None, SENTENCE_WEIGHT, TOKEN_WEIGHT],
                          ids=["unweighted", "per_sentence", "per_token"])
-def test_call_with_head_reduces_like_call(reduction, sample_weight, y_pred, table):
-    loss = VMFLoss(reduction=reduction, target_embeddings=table)
-    with_head = loss.call_with_head(Y_TRUE, y_pred, FakeHead(table), sample_weight=sample_weight)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(with_head),
-                               keras.ops.convert_to_numpy(
-                                   loss(Y_TRUE, y_pred, sample_weight=sample_weight)),
-                               rtol=1e-6, atol=1e-5)
+def test_in_a_model_step_reduces_like_call(sample_weight, y_pred, table):
+    total, tokens = step_loss(VMFLoss(), Y_TRUE, FakeHead(table), head_output=y_pred,
+                              sample_weight=sample_weight)
+    for reduction, value in (("sum_over_batch_size", total / tokens), ("sum", total)):
+        loss = VMFLoss(reduction=reduction, target_embeddings=table)
+        np.testing.assert_allclose(value, float(loss(Y_TRUE, y_pred, sample_weight=sample_weight)),
+                                   rtol=1e-6, atol=1e-5)
 
 
-def test_call_with_head_gradient_is_zero_at_padding(y_pred, table):
+def test_in_a_model_step_gradient_is_zero_at_padding(y_pred, table):
     variable = tf.Variable(garbage_at_padding(y_pred))
     with tf.GradientTape() as tape:
-        value = VMFLoss().call_with_head(Y_TRUE, variable, FakeHead(table))
-    gradient = tape.gradient(value, variable).numpy()
-    assert np.isfinite(float(value)) and np.all(gradient[~MASK] == 0.0)
+        outputs = StepOutputs(None, FakeHead(table), head_output=variable)
+        total, _ = Objective(VMFLoss(), None, {"logits": outputs.head})(Y_TRUE, outputs)
+    gradient = tape.gradient(total, variable).numpy()
+    assert np.isfinite(float(total)) and np.all(gradient[~MASK] == 0.0)
 
 
 def test_missing_table_is_a_clear_error(y_pred):
-    with pytest.raises(ValueError, match="target_embeddings=.*call_with_head"):
+    with pytest.raises(ValueError, match="target_embeddings=.*compile a model"):
         VMFLoss()(Y_TRUE, y_pred)
 
 

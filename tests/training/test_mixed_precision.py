@@ -165,21 +165,24 @@ def test_sampled_softmax_trains_with_float32_candidate_logits(kind, policy):
     model = compile_model(make_model(kind, "tied"),
                           loss=SampledSoftmaxLoss(fraction=0.3, seed=1))
     assert_mixed_model(model, policy)
-    hidden = model(x, training=True)  # a sampled training step sees h, not logits
+    with model.training_outputs():  # a training step: the loss reads h, not logits
+        hidden = model(x, training=True)["hidden"]
     assert hidden.dtype == compute_dtype(policy)
     assert model.head.logits_for(hidden, tf.constant([2, 5, 7])).dtype == tf.float32
-    assert model.loss.call_on_hidden(y, hidden, model.head, 0).dtype == tf.float32
+    per_token = model.loss.token_losses(y, model.step_outputs({"hidden": hidden}), model.head)
+    assert per_token.dtype == tf.float32
     assert_trains(fit_history(model, x, y)["loss"])
 
 
 def test_rewe_trains_both_outputs(policy):
     x, y = make_batch()
     model = compile_model(make_model("lstm", "softmax", rewe={"hidden_dim": 8}),
-                          rewe_weight=1.0)
+                          auxiliary_weights={"rewe": 1.0})
     assert_mixed_model(model, policy)
-    outputs = model(x, training=True)
-    assert outputs["logits"].dtype == tf.float32
-    assert outputs["rewe"].dtype == compute_dtype(policy)  # the loss computes in float32
+    with model.training_outputs():
+        outputs = model.step_outputs(model(x, training=True))
+    assert outputs.of(model.head).dtype == tf.float32
+    assert outputs.of(model.rewe).dtype == compute_dtype(policy)  # the loss computes in float32
     assert model.rewe.target_vectors().dtype == tf.float32
     # Under float16 the first steps overflow at the initial loss scale (2^15): the
     # cosine loss's gradient grows as 1/‖ê‖, and on this tiny batch some ê start near

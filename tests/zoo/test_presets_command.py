@@ -36,8 +36,8 @@ def test_docs_presets_md_is_the_markdown_output(capsys):
 
 
 def test_markdown_has_one_row_of_four_cells_per_preset(capsys):
-    rows = [line for line in _run(capsys, "--markdown").splitlines()
-            if line.startswith("| `")]
+    catalogue = _run(capsys, "--markdown").split("\n## Settings\n")[0]
+    rows = [line for line in catalogue.splitlines() if line.startswith("| `")]
     assert sorted(row.split("`")[1] for row in rows) == sorted(PRESETS)
     for row in rows:
         # Cells are split at unescaped pipes only (|V| is written \|V\|).
@@ -64,3 +64,15 @@ def test_presets_do_not_import_tensorflow(argv):
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_settings_reference_lists_every_key_of_the_schema(capsys):
+    from zoo.config import MODEL_TYPES, SECTIONS, section_fields
+
+    settings = _run(capsys, "--markdown").split("\n## Settings\n")[1]
+    rows = [line for line in settings.splitlines() if line.startswith("| `")]
+    expected = {key for section in SECTIONS for model_type in MODEL_TYPES
+                for key in section_fields(section, model_type)}
+    assert {row.split("`")[1] for row in rows} == expected
+    for row in rows:  # key, type, default, doc
+        assert row.replace("\\|", "").count("|") == 5, row

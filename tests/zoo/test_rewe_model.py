@@ -1,7 +1,7 @@
 """ReWE in a model: `LSTMSeq2Seq(rewe=...)` trained with Keras' multi-output compile.
 
-Covers the issue's "done when": the two outputs in training / evaluation and
-only the logits elsewhere, the separate NLL and ReWE losses in the History and
+Covers the issue's "done when": the decoder outputs in training / evaluation
+steps (the losses run both heads on them) and only the logits elsewhere, the separate NLL and ReWE losses in the History and
 TensorBoard, λ = 0 bit-identical to the plain model, no ReWE weight in the
 inference graph, `.keras` round trip, padding, `jit_compile`, mixed precision,
 the contrastive set-ups of supplementary C and the zoo presets through the CLI.
@@ -27,6 +27,7 @@ from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.decoding import greedy_search
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.metrics import parameter_report
+from tf_outheads.training.objective import Objective
 from zoo.lstm import LSTMSeq2Seq
 
 SOURCE_VOCAB = 23
@@ -74,6 +75,18 @@ def compile_rewe(model, weight=20.0, distance="cosine", **kwargs):
     return model
 
 
+def rewe_term(model, y, outputs, loss=None):
+    """`(sum, tokens)` of the ReWE term of a step, as the model's objective computes it."""
+    heads = {"logits": model.head, **model.auxiliary_heads()}
+    return Objective({"rewe": loss or ReWELoss()}, None, heads)(y, outputs)
+
+
+def step_outputs(model, x):
+    """The `StepOutputs` of a training step on `x` (the losses' view)."""
+    with model.training_outputs():
+        return model.step_outputs(model(x, training=True))
+
+
 def rewe_variable_ids(model):
     return {id(w.value) for w in model.rewe.weights}
 
@@ -88,25 +101,30 @@ def mixed_precision():
 
 # -- what the model returns ------------------------------------------------------------------
 
-def test_two_outputs_in_training_and_evaluation_steps_logits_elsewhere():
+def test_steps_give_the_losses_the_decoder_outputs_logits_elsewhere():
     x, y = make_batch()
     model = make_model()
     logits_shape = (3, max(LENGTHS), TARGET_VOCAB)
     assert tuple(model(x).shape) == logits_shape
-    # Not compiled yet: a training-mode call (a custom loop) gets both outputs.
-    outputs = model(x, training=True)
-    assert set(outputs) == {"logits", "rewe"}
-    assert tuple(outputs["rewe"].shape) == (3, max(LENGTHS), EMBEDDING_DIM)
+    assert tuple(model(x, training=True).shape) == logits_shape  # a training-mode call
+    with model.training_outputs():
+        outputs = model(x, training=True)
+    assert set(outputs) == {"hidden"}
+    assert tuple(outputs["hidden"].shape) == (3, max(LENGTHS), HIDDEN_DIM)
+    assert tuple(model.rewe(outputs["hidden"]).shape) == (3, max(LENGTHS), EMBEDDING_DIM)
+    assert model.auxiliary_heads() == {"rewe": model.rewe}
 
     compile_rewe(model)
-    assert set(model(x, training=True)) == {"logits", "rewe"}
     assert tuple(model(x).shape) == logits_shape
     assert model.predict(x, verbose=0).shape == logits_shape
     logs = model.evaluate(x, y, verbose=0, return_dict=True)  # the evaluation step: both
     assert {"logits_loss", "rewe_loss"} <= set(logs)
 
-    model.compile(optimizer="adam", loss=MaskedSequenceCrossEntropy())  # no "rewe" loss
-    assert tuple(model(x, training=True).shape) == logits_shape
+    model.compile(optimizer="adam", loss=MaskedSequenceCrossEntropy())  # the head's loss only
+    logs = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert set(logs) == {"loss"}
+    np.testing.assert_allclose(logs["loss"], float(MaskedSequenceCrossEntropy()(y, model(x))),
+                               rtol=1e-5)
 
 
 def test_history_logs_nll_and_rewe_separately_and_their_weighted_sum():
@@ -151,8 +169,10 @@ def test_tensorboard_has_separate_nll_and_rewe_curves(tmp_path):
 def test_lambda_zero_trains_bit_identically_to_the_plain_model():
     batches = [make_batch(seed) for seed in (0, 1, 2)]
     plain = compile_for_translation(make_model(rewe=None), learning_rate=1e-2)
-    with_rewe = compile_for_translation(make_model(), learning_rate=1e-2, rewe_weight=0.0)
-    weighted = compile_for_translation(make_model(), learning_rate=1e-2, rewe_weight=1.0)
+    with_rewe = compile_for_translation(make_model(), learning_rate=1e-2,
+                                        auxiliary_weights={"rewe": 0.0})
+    weighted = compile_for_translation(make_model(), learning_rate=1e-2,
+                                       auxiliary_weights={"rewe": 1.0})
     shared = {w.path: w for w in plain.weights}
     for model in (with_rewe, weighted):
         for weight in model.weights:
@@ -201,7 +221,13 @@ def test_inference_graphs_hold_no_rewe_variables_and_decode_as_the_plain_model()
     for name, graph in graphs.items():
         captured = {id(v) for v in graph.variables}
         assert captured and not captured & rewe_ids, name
-    training = tf.function(lambda inputs: model(inputs, training=True)).get_concrete_function(specs)
+
+    def training_loss(inputs, y):
+        with model.training_outputs():
+            return model.compute_loss(inputs, y, model(inputs, training=True))
+
+    training = tf.function(training_loss).get_concrete_function(
+        specs, tf.TensorSpec([None, None], tf.int32))
     assert rewe_ids <= {id(v) for v in training.variables}  # the check can fail
 
     mine, theirs = decode(model, x["source_ids"]), decode(plain, x["source_ids"])
@@ -229,12 +255,10 @@ def test_parameter_report_puts_rewe_in_its_own_group(targets):
 def test_padding_positions_get_exactly_zero_gradient_from_the_rewe_loss():
     x, y = make_batch()
     model = make_model()
-    loss = ReWELoss()
-    loss.bind_head(model.rewe)
     hidden = model.decoder(x["target_in"], model.encode(x["source_ids"]))
     with tf.GradientTape() as tape:
         tape.watch(hidden)
-        value = loss(y, model.rewe(hidden))
+        value, _ = rewe_term(model, y, model.step_outputs({"hidden": hidden}))
     gradient = tape.gradient(value, hidden).numpy()
     padding = y == PAD_ID
     assert padding.sum() == 5
@@ -246,13 +270,11 @@ def test_padded_decoder_inputs_change_neither_the_rewe_loss_nor_its_gradients():
     x, y = make_batch()
     noisy = dict(x, target_in=np.where(x["target_in"] == PAD_ID, 7, x["target_in"]).astype("int32"))
     model = compile_rewe(make_model(dropout=0.0))
-    loss = model.loss["rewe"]
     results = []
     for inputs in (x, noisy):
         with tf.GradientTape() as tape:
-            outputs = model(inputs, training=True)
-            model.compute_loss(inputs, y, outputs)  # binds the head to the loss
-            value = loss(y, outputs["rewe"])
+            total, tokens = rewe_term(model, y, step_outputs(model, inputs), model.loss["rewe"])
+            value = total / tokens
         gradients = tape.gradient(value, model.rewe.trainable_weights)
         results.append([float(value)] + [g.numpy() for g in gradients])
     assert not np.array_equal(model(x), model(noisy))  # the padded steps did change
@@ -298,7 +320,7 @@ def test_jit_compile_trains_and_evaluates_like_graph_mode():
     results = {}
     for jit in (False, True):
         model = compile_for_translation(make_model(dropout=0.0), learning_rate=1e-2,
-                                        jit_compile=jit, rewe_weight=20.0)
+                                        jit_compile=jit, auxiliary_weights={"rewe": 20.0})
         steps = [model.train_on_batch(x, y, return_dict=True) for _ in range(2)]
         results[jit] = steps + [model.evaluate(x, y, verbose=0, return_dict=True)]
     assert model.jit_compile
@@ -311,8 +333,9 @@ def test_mixed_float16_trains_with_loss_scaling(mixed_precision):
     x, y = make_batch()
     model = compile_for_translation(make_model(dropout=0.0), learning_rate=1e-2)
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
-    outputs = model(x, training=True)
-    assert outputs["rewe"].dtype == tf.float16 and outputs["logits"].dtype == tf.float32
+    outputs = step_outputs(model, x)
+    assert outputs.of(model.rewe).dtype == tf.float16
+    assert outputs.of(model.head).dtype == tf.float32
     assert model.rewe.hidden_layer.kernel.dtype == tf.float32
     before = model.evaluate(x, y, verbose=0, return_dict=True)
     # The first steps overflow in float16 at the initial loss scale (2^15) and are
@@ -333,23 +356,32 @@ def test_compile_for_translation_defaults_to_the_paper_lambda_and_cosine():
     logs = model.evaluate(x, y, verbose=0, return_dict=True)
     np.testing.assert_allclose(logs["loss"], logs["logits_loss"] + 20.0 * logs["rewe_loss"],
                                rtol=1e-5)
-    mse = compile_for_translation(make_model(dropout=0.0), rewe_weight=0.5, rewe_loss="mse")
+    mse = compile_for_translation(make_model(dropout=0.0), auxiliary_weights={"rewe": 0.5},
+                                  auxiliary_losses={"rewe": ReWELoss("mse")})
+    assert mse.loss["rewe"].distance == "mse"
     logs = mse.evaluate(x, y, verbose=0, return_dict=True)
     np.testing.assert_allclose(logs["loss"], logs["logits_loss"] + 0.5 * logs["rewe_loss"],
                                rtol=1e-5)
 
 
-def test_compile_for_translation_refuses_what_cannot_work():
-    with pytest.raises(ValueError, match="has none.*Received: rewe_weight=20"):
-        compile_for_translation(make_model(rewe=None), rewe_weight=20)
-    with pytest.raises(ValueError, match="Sampled softmax and ReWE.*rewe_weight"):
-        compile_for_translation(make_model(), loss=SampledSoftmaxLoss(fraction=0.5))
+def test_compile_for_translation_refuses_an_auxiliary_loss_without_its_head():
+    with pytest.raises(ValueError, match=r"names \['rewe'\].*has none.*"
+                                         r"Received: auxiliary_weights=\{'rewe': 20\}"):
+        compile_for_translation(make_model(rewe=None), auxiliary_weights={"rewe": 20})
+    with pytest.raises(ValueError, match=r"heads: \['logits'\].*Received: loss keys \['rewe'\]"):
+        make_model(rewe=None).compile(optimizer="adam", loss={"rewe": ReWELoss()})
+
+
+def test_sampled_softmax_and_rewe_train_together():
+    # Each loss reads the decoder outputs: candidates of the head, and the ReWE head.
     x, y = make_batch()
-    model = make_model()
-    model.compile(optimizer="adam", loss={"logits": SampledSoftmaxLoss(fraction=0.5),
-                                          "rewe": ReWELoss()})
-    with pytest.raises(ValueError, match="Sampled softmax and ReWE.*loss\\['logits'\\]"):
-        model.train_on_batch(x, y)
+    model = compile_for_translation(make_model(dropout=0.0), learning_rate=1e-2,
+                                    loss=SampledSoftmaxLoss(fraction=0.5, seed=3))
+    before = model.evaluate(x, y, verbose=0, return_dict=True)
+    history = model.fit(x, y, batch_size=3, epochs=8, verbose=0).history
+    after = model.evaluate(x, y, verbose=0, return_dict=True)
+    assert np.all(np.isfinite(history["logits_loss"])) and np.all(np.isfinite(history["rewe_loss"]))
+    assert after["rewe_loss"] < before["rewe_loss"] and after["logits_loss"] < before["logits_loss"]
 
 
 # -- the contrastive set-ups (supplementary C) -----------------------------------------------
@@ -359,14 +391,12 @@ def test_contrastive_a_regresses_the_predicted_word_embedding():
     model = compile_rewe(make_model(rewe={"prediction": "predicted_word"}, dropout=0.0),
                          weight=0.2)
     assert model.rewe.weights == [] and parameter_report(model).groups["rewe"] == 0
-    outputs = model(x, training=True)
-    predicted = np.argmax(outputs["logits"], axis=-1)
-    np.testing.assert_array_equal(outputs["rewe"],
+    outputs = step_outputs(model, x)
+    predicted = np.argmax(outputs.of(model.head), axis=-1)
+    np.testing.assert_array_equal(outputs.of(model.rewe),
                                   model.target_embedding.embeddings.numpy()[predicted])
     with tf.GradientTape() as tape:
-        outputs = model(x, training=True)
-        model.compute_loss(x, y, outputs)  # binds the head
-        value = model.loss["rewe"](y, outputs["rewe"])
+        value, _ = rewe_term(model, y, step_outputs(model, x), model.loss["rewe"])
     gradient = ops.convert_to_numpy(tape.gradient(value, model.target_embedding.embeddings))
     assert np.abs(gradient).sum() > 0  # e(argmax p) is what the loss trains
     history = model.fit(x, y, batch_size=3, epochs=2, verbose=0).history
@@ -418,7 +448,7 @@ MIRRORED_SCRIPT = textwrap.dedent('''
     with strategy.scope():
         model = LSTMSeq2Seq(50, 60, embedding_dim=16, hidden_dim=16, num_layers=1,
                             dropout=0.0, rewe={"hidden_dim": 8})
-        compile_for_translation(model, learning_rate=1e-2, rewe_weight=20.0)
+        compile_for_translation(model, learning_rate=1e-2, auxiliary_weights={"rewe": 20.0})
     before = model.evaluate(x, y, batch_size=16, verbose=0, return_dict=True)
     history = model.fit(x, y, batch_size=16, epochs=4, verbose=0).history
     after = model.evaluate(x, y, batch_size=16, verbose=0, return_dict=True)

@@ -16,15 +16,17 @@ wide, and a bucket whose longest possible example has `U` tokens is batched
 `max(1, batch_tokens // U)` examples at a time, so every padded batch has
 `B * S <= batch_tokens` and `B * T <= batch_tokens`.
 
-The defaults fill batches as OpenNMT-py 3.5 does (it sorts a pool of examples by
-length and cuts it greedily into batches of at most `batch_tokens` padded
-tokens): buckets one token wide (`bucket_width=1`), and, for a repeated dataset,
-buckets that carry over from one pass to the next instead of flushing a partial
-batch per bucket at every pass. On the Bible corpus with a 4K vocabulary and
-`batch_tokens=2048` that gives ~1,910 real target tokens a batch, as OpenNMT-py's
-~1,900; 8-wide buckets sized for their longest possible member gave ~1,730 (and
-~1,710 with one-wide buckets flushed every pass), so each step saw ~9% fewer tokens
-than the peer's (issue 17, benchmarks/README).
+A repeated dataset (`repeat=True`, what `tf-outheads train` uses) fills batches
+as OpenNMT-py 3.5 does (it sorts a pool of examples by length and cuts it
+greedily into batches of at most `batch_tokens` padded tokens): buckets one
+token wide whose partial batches carry over from one pass over the data to the
+next. On the Bible corpus with a 4K vocabulary and `batch_tokens=2048` that
+gives ~1,910 real target tokens a batch, as OpenNMT-py's ~1,900; 8-wide buckets
+flushed at every pass gave ~1,730, so each step saw ~9% fewer tokens than the
+peer's (issue 17, benchmarks/README). A finite dataset flushes every bucket's
+partial batch at the end of each pass, so there fewer, 8-token buckets waste
+less (one-token buckets gave ~1,710 on the same corpus, and far smaller
+batches on a few hundred pairs).
 """
 
 import logging
@@ -106,7 +108,7 @@ def make_training_dataset(
     max_length=None,
     shuffle=True,
     seed=0,
-    bucket_width=1,
+    bucket_width=None,
     shuffle_buffer=None,
     repeat=False,
     num_parallel_calls=tf.data.AUTOTUNE,
@@ -141,8 +143,9 @@ def make_training_dataset(
             above). Defaults to `None` (only the `batch_tokens` limit).
         shuffle: bool. Shuffle examples and batches. Defaults to `True`.
         seed: int. Seed of both shuffles. Defaults to `0`.
-        bucket_width: int. Width of the length buckets, in tokens. Defaults
-            to `1` (the tightest batches; see the module docstring).
+        bucket_width: int or None. Width of the length buckets, in tokens.
+            Defaults to `None`: 1 with `repeat=True`, 8 without (see the
+            module docstring).
         shuffle_buffer: int or None. Example shuffle buffer; `None` means the
             whole dataset (a uniform shuffle). Defaults to `None`.
         repeat: bool. Repeat indefinitely. Defaults to `False`.
@@ -180,7 +183,9 @@ def make_training_dataset(
         raise ValueError("`sources` must not be empty. Received: len(sources)=0")
     _check_int("batch_tokens", batch_tokens)
     _check_int("max_length", max_length, allow_none=True)
-    _check_int("bucket_width", bucket_width)
+    _check_int("bucket_width", bucket_width, allow_none=True)
+    if bucket_width is None:
+        bucket_width = 1 if repeat else 8
     _check_int("shuffle_buffer", shuffle_buffer, allow_none=True)
     _check_int("seed", seed, minimum=0)
 

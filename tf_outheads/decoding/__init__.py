@@ -7,8 +7,8 @@ from tf_outheads.decoding.beam import tile_for_beam
 from tf_outheads.decoding.greedy import GreedyResult
 from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source
-from tf_outheads.decoding.translate import Translator
-from tf_outheads.decoding.translate import translate
+from tf_outheads.decoding.translator import Translator
+from tf_outheads.decoding.translator import translate
 from tf_outheads.decoding.unk import replace_unknown_words
 
 __all__ = [

@@ -7,12 +7,12 @@ strings with everything inside the graph (tokenization, search, detokenization,
 `serving/README.md` for TF Serving.
 """
 
-from tf_outheads.export.translator import DEFAULT_BEAM_SIZES
-from tf_outheads.export.translator import MAX_INPUT_BYTES
-from tf_outheads.export.translator import MAX_SOURCE_LENGTH
-from tf_outheads.export.translator import TranslatorModule
-from tf_outheads.export.translator import export_options
-from tf_outheads.export.translator import export_translator
+from tf_outheads.export.translator_module import DEFAULT_BEAM_SIZES
+from tf_outheads.export.translator_module import MAX_INPUT_BYTES
+from tf_outheads.export.translator_module import MAX_SOURCE_LENGTH
+from tf_outheads.export.translator_module import TranslatorModule
+from tf_outheads.export.translator_module import export_options
+from tf_outheads.export.translator_module import export_translator
 
 __all__ = [
     "DEFAULT_BEAM_SIZES",

@@ -1,14 +1,20 @@
-"""Luong global attention (Luong et al. 2015, §3.1), one decoder step at a time."""
+"""Attention layers: Luong global attention (Luong et al. 2015, §3.1), one decoder
+step at a time, and the Transformer's multi-head attention with its sinusoidal
+position encodings (Vaswani et al. 2017, §3.2 and §3.5)."""
 
+import math
 import numbers
 
 import keras
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.validation import positive_int
 
-# Added to the scores of padding positions; finite so fully-masked rows stay NaN-free.
-_MASK_PENALTY = -1e9
+# Logit of a masked attention position. exp(-1e9 - max) is exactly 0 in float32,
+# so a masked key gets weight 0 (as with -inf), and a row with every key masked
+# stays finite (uniform weights) instead of NaN.
+MASKED_LOGIT = -1e9
 
 
 @export
@@ -78,7 +84,7 @@ class LuongAttention(keras.layers.Layer):
     def call(self, query, memory, keys, memory_mask):
         scores = ops.einsum("bq,bsq->bs", query, keys)  # (B, S)
         scores = ops.cast(scores, "float32")
-        scores = scores + (1.0 - ops.cast(memory_mask, "float32")) * _MASK_PENALTY
+        scores = scores + (1.0 - ops.cast(memory_mask, "float32")) * MASKED_LOGIT
         alignment = ops.softmax(scores, axis=-1)
         context = ops.einsum("bs,bsm->bm", ops.cast(alignment, memory.dtype), memory)
         attentional = ops.tanh(
@@ -98,4 +104,122 @@ class LuongAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
+        return config
+
+
+def sinusoidal_position_encoding(positions, dim):
+    """Sinusoidal position encodings of Vaswani et al. 2017, §3.5.
+
+    `PE(pos, 2i) = sin(pos / 10000^(2i/d))`, `PE(pos, 2i+1) = cos(pos / 10000^(2i/d))`,
+    computed for the positions given, so any length (and any single decoding
+    step) gets its encoding without a table.
+
+    Args:
+        positions: int tensor of any shape `(...)`.
+        dim: int, the model size `d` (even).
+
+    Returns:
+        float32 tensor `(..., dim)`.
+    """
+    index = ops.arange(dim, dtype="int32")
+    exponent = ops.cast((index // 2) * 2, "float32") / float(dim)  # 2i / d
+    inverse_frequency = ops.exp(-math.log(10000.0) * exponent)  # (d,)
+    angles = ops.cast(positions, "float32")[..., None] * inverse_frequency  # (..., d)
+    return ops.where(ops.equal(index % 2, 0), ops.sin(angles), ops.cos(angles))
+
+
+@export
+class MultiHeadAttention(keras.layers.Layer):
+    """Scaled dot-product attention with `num_heads` heads and explicit keys/values.
+
+    Keys and values are computed apart from the attention (`keys_values`), so
+    that a decoder can compute the encoder's once per sentence and keep its own
+    in a cache: `attend(query, keys, values, mask)` never projects them again.
+    Weights are a softmax in float32 whatever the compute dtype.
+
+    Args:
+        num_heads: int.
+        model_dim: int, divisible by `num_heads`.
+        dropout: float, dropout on the attention weights. Defaults to 0.
+        kernel_initializer: initializer of the four projections. Defaults
+            to `"glorot_uniform"`.
+    """
+
+    def __init__(self, num_heads, model_dim, dropout=0.0, kernel_initializer="glorot_uniform",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.model_dim = positive_int("model_dim", model_dim)
+        if model_dim % num_heads:
+            raise ValueError("`model_dim` must be divisible by `num_heads`. "
+                             f"Received: model_dim={model_dim}, num_heads={num_heads}")
+        self.head_dim = model_dim // num_heads
+        self.dropout = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.query_dense = self._projection("query")
+        self.key_dense = self._projection("key")
+        self.value_dense = self._projection("value")
+        self.output_dense = self._projection("output")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def _projection(self, name):
+        # Its own initializer copy: a Keras random initializer repeats its draw.
+        initializer = keras.initializers.get(keras.initializers.serialize(self.kernel_initializer))
+        return keras.layers.Dense(self.model_dim, kernel_initializer=initializer,
+                                  dtype=self.dtype_policy, name=name)
+
+    def build(self, query_dim, memory_dim=None):
+        memory_dim = memory_dim or query_dim
+        self.query_dense.build((None, None, query_dim))
+        self.key_dense.build((None, None, memory_dim))
+        self.value_dense.build((None, None, memory_dim))
+        self.output_dense.build((None, None, self.model_dim))
+        self.built = True
+
+    def _split_heads(self, x):
+        """`(B, T, d)` → `(B, H, T, d / H)`."""
+        batch = ops.shape(x)[0]
+        x = ops.reshape(x, (batch, -1, self.num_heads, self.head_dim))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def keys_values(self, memory):
+        """Keys and values of `memory (B, S, d_m)`: two `(B, H, S, d / H)` tensors."""
+        keys, values = self.key_dense(memory), self.value_dense(memory)
+        return self._split_heads(keys), self._split_heads(values)
+
+    def attend(self, query, keys, values, mask, training=False):
+        """Attention of `query (B, T, d_q)` over `keys`/`values` `(B, H, S, d / H)`.
+
+        Args:
+            mask: bool tensor broadcastable to `(B, H, T, S)`; False hides a key.
+
+        Returns:
+            `(output (B, T, d), weights (B, H, T, S) float32)`.
+        """
+        queries = self._split_heads(self.query_dense(query))
+        queries = queries * ops.cast(self.head_dim ** -0.5, queries.dtype)
+        logits = ops.cast(ops.einsum("bhtd,bhsd->bhts", queries, keys), "float32")
+        logits = ops.where(mask, logits, MASKED_LOGIT)
+        # The softmax written out: `ops.softmax` warns about a one-key axis (the first
+        # position of a causal pass, a cache of one step).
+        weights = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
+        weights = weights / ops.sum(weights, axis=-1, keepdims=True)
+        dropped = self.dropout_layer(ops.cast(weights, values.dtype), training=training)
+        context = ops.einsum("bhts,bhsd->bhtd", dropped, values)  # (B, H, T, d / H)
+        context = ops.transpose(context, (0, 2, 1, 3))
+        context = ops.reshape(context, (ops.shape(context)[0], -1, self.model_dim))
+        return self.output_dense(context), weights
+
+    def call(self, query, memory, mask, training=False):
+        keys, values = self.keys_values(memory)
+        return self.attend(query, keys, values, mask, training=training)[0]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "model_dim": self.model_dim,
+            "dropout": self.dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        })
         return config

@@ -24,11 +24,9 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.layers.heads import target_embedding_argument
+from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT
+from tf_outheads.losses.rewe import ReWELoss
 from tf_outheads.validation import positive_int
-
-# The model's outputs in a training step, the keys of `compile(loss=..., loss_weights=...)`.
-LOGITS_OUTPUT = "logits"
-REWE_OUTPUT = "rewe"
 
 TARGETS = ("input_embedding", "pretrained")
 PREDICTIONS = ("regression", "predicted_word")
@@ -164,6 +162,14 @@ class ReWEHead(keras.layers.Layer):
                 raise ValueError("`target_vectors` is the table of targets='pretrained'. "
                                  f"Received: targets={targets!r} with target_vectors")
             self._initial_vectors = self._checked(target_vectors)
+
+    # An auxiliary head of a seq2seq model (`tf_outheads.training.objective`):
+    # the loss and weight `compile_for_translation` gives it unless told otherwise.
+    default_weight = PAPER_REWE_WEIGHT  # λ of Eq. 7, the paper's main results
+
+    def default_loss(self):
+        """`ReWELoss("cosine")`, the paper's CEL (Eq. 6)."""
+        return ReWELoss("cosine")
 
     @property
     def needs_logits(self):

@@ -2,11 +2,9 @@
 
 import keras
 from keras import ops
-# Public Keras has no setter for the mask Loss.__call__ reads (pinned < 3.16).
-from keras.src.backend import set_keras_mask
-from keras.src.losses.loss import reduce_weighted_values
 
 from tf_outheads.api_export import export
+from tf_outheads.compat import set_keras_mask
 from tf_outheads.data.special_tokens import PAD_ID
 
 
@@ -20,18 +18,6 @@ def sentence_weights(sample_weight):
         if len(sample_weight.shape) == 1:
             sample_weight = ops.expand_dims(sample_weight, -1)
     return sample_weight
-
-
-def reduce_token_losses(loss, per_token, mask, sample_weight=None):
-    """Masked per-token losses reduced exactly as `loss(...)` would reduce them.
-
-    For losses computed outside `Loss.__call__` (from a head, in
-    `call_with_head` / `call_on_hidden`): padding mask, sentence or token
-    weights, `loss.reduction` and the division by the replica count under
-    `tf.distribute`.
-    """
-    return reduce_weighted_values(per_token, sample_weight=sentence_weights(sample_weight),
-                                  mask=mask, reduction=loss.reduction, dtype=loss.dtype)
 
 
 def sequence_cross_entropy_per_token(y_true, logits, label_smoothing=0.0):
@@ -158,6 +144,11 @@ class MaskedSequenceCrossEntropy(keras.losses.Loss):
         # "sum_over_batch_size": a per-token mean, not a per-padded-slot one.
         set_keras_mask(per_token, mask)
         return per_token
+
+    def token_losses(self, y_true, outputs, head):
+        """Per-token losses `(B, T)` of `head`'s logits in a model's step (the
+        `tf_outheads.training.SequenceLoss` protocol; padding is masked there)."""
+        return sequence_cross_entropy_per_token(y_true, outputs.of(head), self.label_smoothing)
 
     def get_config(self):
         config = super().get_config()

@@ -8,22 +8,19 @@ position; the loss compares it with the gold word's vector e(y) `(…, m)` from 
 - the gather of e(y) from the table (:func:`gather_target_vectors`);
 - padding masking and the "token" / "sentence" reductions of the functional
   API (:func:`masked_per_token`, :func:`reduce_per_token`);
-- :class:`EmbeddingTargetLoss`, the Keras base class with the protocol a model
-  uses to hand the table to the loss (`needs_head`, `call_with_head`). The vMF
+- :class:`EmbeddingTargetLoss`, the Keras base class; in a model it reads the
+  vectors its head predicts and the head's table (`token_losses`). The vMF
   loss (`tf_outheads.losses.vmf.VMFLoss`) subclasses it too.
 """
 
 import keras
 import numpy as np
 from keras import ops
-# Keras masks: pinned < 3.16 (no public setter for the mask `Loss.__call__` reads).
-from keras.src.backend import get_keras_mask
-from keras.src.backend import set_keras_mask
 
 from tf_outheads.api_export import export
+from tf_outheads.compat import set_keras_mask
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import float32_only
-from tf_outheads.losses.cross_entropy import reduce_token_losses
 from tf_outheads.losses.cross_entropy import sentence_weights
 
 FUNCTION_REDUCTIONS = ("token", "sentence")
@@ -180,12 +177,13 @@ class EmbeddingTargetLoss(keras.losses.Loss):
 
     Where the table comes from:
 
-    - in a model (the protocol of `tf_outheads.training`): `needs_head = True`
-      asks the model to call `call_with_head(y_true, y_pred, head,
-      sample_weight)`, which reads the table from `head.target_vectors()`;
+    - in a model: `token_losses(y_true, outputs, head)` (the protocol of
+      `tf_outheads.training.objective`) reads the vectors `head` predicts and
+      the table `head.target_vectors()` — a continuous output head, or an
+      auxiliary head such as ReWE's;
     - standalone, `loss(y_true, y_pred)` uses `target_embeddings`, given to the
       constructor. It is data, not configuration: it is left out of
-      `get_config`, so a revived loss has none until the model supplies the head.
+      `get_config`, so a revived loss has none until a model supplies the head.
 
     Gradients flow into the table only if it is a trainable variable (a
     continuous head's table is frozen).
@@ -197,9 +195,6 @@ class EmbeddingTargetLoss(keras.losses.Loss):
         name: the loss's name.
     """
 
-    # The protocol of `tf_outheads.training`: give me the model's head, whose
-    # `target_vectors()` is the `(V, m)` table.
-    needs_head = True
     # Whether the gathered rows are L2-normalised before `per_token`.
     normalize_targets = True
 
@@ -236,28 +231,25 @@ class EmbeddingTargetLoss(keras.losses.Loss):
         if self.target_embeddings is None:
             raise ValueError(
                 f"{type(self).__name__} has no target table: pass "
-                "`target_embeddings=` (a (V, m) array) to the constructor, or compute the "
-                "loss with `call_with_head(y_true, y_pred, head)`, which takes the table "
-                "from `head.target_vectors()` (what a model with a continuous head does). "
-                "Received: target_embeddings=None")
+                "`target_embeddings=` (a (V, m) array) to the constructor, or compile a "
+                "model with it, where it reads the table of the head it trains "
+                "(`head.target_vectors()`). Received: target_embeddings=None")
         return self._masked_per_token(y_true, y_pred, self.target_embeddings)
 
-    def call_with_head(self, y_true, y_pred, head, sample_weight=None):
-        """The loss with the table of `head.target_vectors()`, reduced like `__call__`.
+    def token_losses(self, y_true, outputs, head):
+        """Per-token losses `(B, T)` in a model's step (`tf_outheads.training.SequenceLoss`):
+        the vectors `head` predicts against its table `head.target_vectors()`.
 
         Args:
             y_true: int `(B, T)`, gold ids.
-            y_pred: float `(B, T, m)`, the predicted vectors.
-            head: any object with `target_vectors()` → `(V, m)` float tensor
-                (e.g. `tf_outheads.ContinuousOutputHead`).
-            sample_weight: `(B,)` or `(B, T)`, optional.
+            outputs: `tf_outheads.training.StepOutputs` of the step.
+            head: any layer with `target_vectors()` → `(V, m)` float tensor
+                (`tf_outheads.ContinuousOutputHead`, `tf_outheads.ReWEHead`).
         """
-        in_mask = get_keras_mask(y_pred)  # as `Loss.__call__`: a mask on y_pred counts
-        per_token = self._masked_per_token(y_true, y_pred, head.target_vectors())
-        mask = get_keras_mask(per_token)
-        if in_mask is not None:
-            mask = ops.logical_and(mask, ops.cast(in_mask, "bool"))
-        return reduce_token_losses(self, per_token, mask, sample_weight)
+        per_token, _ = masked_per_token(
+            self.per_token, y_true, outputs.of(head), head.target_vectors(),
+            pad_id=self.pad_id, normalize_targets=self.normalize_targets)
+        return per_token
 
     def get_config(self):
         config = super().get_config()
@@ -272,7 +264,7 @@ class CosineEmbeddingLoss(EmbeddingTargetLoss):
     The ReWE loss "CEL" (Jauregi Unanue et al. 2019, Eq. 6, λ = 20 in Eq. 7)
     and the cosine baseline of Kumar & Tsvetkov (2019). Padding is masked
     (the ReWE code does not mask it). See :class:`EmbeddingTargetLoss` for the
-    table protocol (`needs_head`, `call_with_head`, `target_embeddings`).
+    table (`token_losses` in a model, `target_embeddings` standalone).
 
     Args:
         pad_id: int. Defaults to `0`.

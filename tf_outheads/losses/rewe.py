@@ -11,10 +11,9 @@ of all their main results) or the squared error (λ < 1 only helped).
 
 The per-token distances, the gather of e(y), padding masking and reductions
 are those of `tf_outheads.losses.embedding_regression`; this module adds the
-choice of distance, and the link to the ReWE head's table that lets Keras'
-multi-output `compile` compute the loss: the model binds its ReWE head to the
-loss (`bind_head`), and `loss(y_true, e)` reads e(y) from
-`head.target_vectors()`. Eq. 7 itself is Keras' `loss_weights`:
+choice of distance. In a model the loss is the term of the ReWE head (an
+auxiliary head, `tf_outheads.training.objective`): it reads the vectors the head
+predicts and e(y) from `head.target_vectors()`. Eq. 7 itself is `loss_weights`:
 
 ```python
 model.compile(optimizer="adam",
@@ -78,18 +77,15 @@ def rewe_loss(y_true, y_pred, target_embeddings, distance="cosine", pad_id=PAD_I
 class ReWELoss(EmbeddingTargetLoss):
     """Keras loss: ReWE_loss (Eq. 6), cosine or squared error to e(y), padding masked.
 
-    The second entry of a ReWE model's loss dict; `loss_weights` gives λ of
-    Eq. 7. The table of e(·) comes, in order of precedence, from:
+    The `"rewe"` entry of a ReWE model's loss dict; `loss_weights` gives λ of
+    Eq. 7. The table of e(·) comes from:
 
-    - `target_embeddings=` given to the constructor (standalone use, tests);
-    - the ReWE head bound with `bind_head(head)`: what
-      `tf_outheads.training.HeadLossMixin` does before computing a loss, so
-      `model.compile(loss={"logits": ..., "rewe": ReWELoss()})` needs nothing
-      more (the binding is not part of the config);
-    - `call_with_head(y_true, y_pred, head)` (the `needs_head` protocol): a
-      model compiled with this loss alone on a `ContinuousOutputHead` is the
-      paper's contrastive set-up B, ReWE without the categorical output,
-      decoded by nearest neighbour.
+    - the head the loss trains, in a model (`token_losses`, the protocol of
+      `tf_outheads.training.objective`): the ReWE head's `target_vectors()`.
+      Compiled alone on a `ContinuousOutputHead` it is the paper's contrastive
+      set-up B, ReWE without the categorical output, decoded by nearest
+      neighbour;
+    - `target_embeddings=` given to the constructor, standalone (`loss(y, e)`).
 
     Args:
         distance: `"cosine"` or `"mse"`. Defaults to `"cosine"` (the paper's
@@ -129,24 +125,9 @@ class ReWELoss(EmbeddingTargetLoss):
                          reduction=reduction, name=name, dtype=dtype)
         _check_distance(distance)
         self.distance = distance
-        self._head = None
-
-    def bind_head(self, head):
-        """Read e(·) from `head.target_vectors()` (a `ReWEHead`) when called."""
-        self._head = head
 
     def per_token(self, target_vectors, y_pred):
         return DISTANCES[self.distance](target_vectors, y_pred)
-
-    def call(self, y_true, y_pred):
-        if self.target_embeddings is not None:
-            return super().call(y_true, y_pred)
-        if self._head is None:
-            raise ValueError(
-                "ReWELoss has no target table: compile a model that has a ReWE head "
-                "(it binds its head to the loss), call `bind_head(head)`, or pass "
-                "`target_embeddings=` (a (V, m) array). Received: target_embeddings=None")
-        return self._masked_per_token(y_true, y_pred, self._head.target_vectors())
 
     def get_config(self):
         config = super().get_config()

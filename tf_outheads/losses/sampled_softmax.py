@@ -18,7 +18,6 @@ from keras import ops
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
-from tf_outheads.losses.cross_entropy import reduce_token_losses
 from tf_outheads.losses.cross_entropy import sequence_cross_entropy_per_token
 from tf_outheads.ops import sampling
 
@@ -149,11 +148,11 @@ def sampled_softmax_loss(head, hidden, y_true, seed, mode="batch", fraction=None
 class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
     """Keras loss for sampled-softmax training of a seq2seq model's head.
 
-    Compile a zoo model with it and `fit` as usual: in training the model gives
-    the loss its decoder outputs and its head (`tf_outheads.training.HeadLossMixin`),
-    and only the candidate words are scored; in evaluation the model returns
-    full logits and this loss is the full masked cross-entropy (same label
-    smoothing), so `val_loss` is comparable with a full-softmax model's.
+    Compile a zoo model with it and `fit` as usual: in training it reads the
+    decoder outputs and the head (`token_losses`, the protocol of
+    `tf_outheads.training.objective`), and only the candidate words are scored;
+    in evaluation it is the full masked cross-entropy of the head's logits (same
+    label smoothing), so `val_loss` is comparable with a full-softmax model's.
 
     Two estimators (`mode`):
 
@@ -215,10 +214,6 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
         Bengio & Senécal 2008 (the log-Q correction).
     """
 
-    # The protocol of `tf_outheads.training.HeadLossMixin`: in training, give me
-    # the decoder outputs and the head instead of full logits.
-    needs_hidden_states = True
-
     def __init__(self, fraction=None, mode="batch", num_sampled=None, label_smoothing=0.0,
                  unigram_counts=None, distortion=1.0, seed=None, pad_id=PAD_ID,
                  reduction="sum_over_batch_size", name="sampled_softmax", dtype=None):
@@ -250,28 +245,28 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
                     label_smoothing=self.label_smoothing, unigram_counts=counts,
                     distortion=self.distortion)
 
-    def call_on_hidden(self, y_true, hidden, head, step, sample_weight=None, static_size=False):
-        """The training loss from decoder outputs: reduced like `__call__`.
+    def token_losses(self, y_true, outputs, head):
+        """Per-token losses `(B, T)` in a model's step (`tf_outheads.training.SequenceLoss`).
 
-        Args:
-            y_true: int `(B, T)`.
-            hidden: float `(B, T, d_h)`.
-            head: the model's categorical head.
-            step: int scalar tensor, the optimizer step (seeds the draws).
-            sample_weight: `(B,)` or `(B, T)`, optional.
-            static_size: bool, batch mode under XLA.
+        In training, the sampled softmax of `head` on the decoder outputs; the
+        draws depend on `seed`, the optimizer step and the replica. In
+        evaluation, the full cross-entropy of the head's logits.
         """
+        if not outputs.training:
+            return super().token_losses(y_true, outputs, head)
+        if outputs.hidden is None:
+            raise ValueError(
+                "A sampled softmax scores rows of the head from the decoder outputs: call "
+                "the model inside `with model.training_outputs():` in a custom training "
+                "loop. Received: only the head's output")
         replica = 0
         context = tf.distribute.get_replica_context()
         if context is not None:
             replica = context.replica_id_in_sync_group
-        seed = sampling.step_seed(self.seed, step, replica)
-        y_true = ops.cast(y_true, "int32")
-        per_token = sampled_softmax_per_token(
-            head, hidden, y_true, seed, static_size=static_size, **self._per_token_kwargs())
-        mask = ops.not_equal(y_true, self.pad_id)
-        per_token = ops.where(mask, per_token, 0.0)
-        return reduce_token_losses(self, per_token, mask, sample_weight)
+        seed = sampling.step_seed(self.seed, outputs.step, replica)
+        return sampled_softmax_per_token(
+            head, outputs.hidden, ops.cast(y_true, "int32"), seed,
+            static_size=outputs.static_size, **self._per_token_kwargs())
 
     def get_config(self):
         config = super().get_config()  # label_smoothing, pad_id

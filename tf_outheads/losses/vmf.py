@@ -154,9 +154,8 @@ class VMFLoss(EmbeddingTargetLoss):
 
     For a continuous-output model (`tf_outheads.ContinuousOutputHead`):
     `y_true` `(B, T)` holds gold ids, `y_pred` `(B, T, m)` the predicted
-    vectors ê. In a model the table comes from the head (`needs_head`,
-    `call_with_head(y_true, y_pred, head, sample_weight)`, which reads
-    `head.target_vectors()`); standalone, from `target_embeddings`, which is
+    vectors ê. In a model the table comes from the head (`token_losses`, which
+    reads `head.target_vectors()`); standalone, from `target_embeddings`, which is
     data and not part of `get_config` (a revived loss has no table until a
     head supplies one). Gathered rows are L2-normalised. Padding
     contributes nothing; with `"sum_over_batch_size"` the result is the mean

@@ -8,7 +8,7 @@ from tf_outheads.training.callbacks import StepLimit
 from tf_outheads.training.callbacks import TimeLimit
 from tf_outheads.training.translation import compile_for_translation
 from tf_outheads.training.translation import translation_callbacks
-from tf_outheads.training.head_loss import HeadLossMixin
+from tf_outheads.training.objective import HeadLossMixin
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.strategy import make_strategy

@@ -15,7 +15,7 @@ import time
 import keras
 import numpy as np
 
-from tf_outheads.decoding.translate import Translator
+from tf_outheads.decoding.translator import Translator
 from tf_outheads.metrics.bleu import corpus_bleu
 from tf_outheads.training.backup import write_atomically
 

@@ -51,7 +51,8 @@ import warnings
 import keras
 import tensorflow as tf
 
-from tf_outheads.training.head_loss import count_target_tokens
+from tf_outheads.compat import symbolic_build
+from tf_outheads.training.objective import count_target_tokens
 from tf_outheads.training.backup import BackupManager, variables_signature
 from tf_outheads.training.strategy import is_chief, num_workers
 from tf_outheads.validation import positive_int
@@ -84,6 +85,13 @@ def _protected_steps(callbacks):
         if callable(method):
             steps.update(int(s) for s in method() if s is not None)
     return sorted(steps)
+
+
+def _training_outputs(model):
+    """A seq2seq model returns what its losses read (`HeadLossMixin.training_outputs`);
+    any other Keras model its outputs."""
+    outputs = getattr(model, "training_outputs", None)
+    return outputs() if callable(outputs) else contextlib.nullcontext()
 
 
 def _unpack(batch):
@@ -269,7 +277,7 @@ class Trainer:
     def _forward_backward(self, batch):
         model = self.model
         features, labels, sample_weight = _unpack(batch)
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, _training_outputs(model):
             predictions = model(features, training=True)
             loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
                                       sample_weight=sample_weight, training=True)
@@ -337,13 +345,9 @@ class Trainer:
         strategy = self.strategy
         model = self.model
 
-        # A HeadLossMixin model returns every output its compiled losses need
-        # inside an evaluation step (ReWE: logits and the regressed vectors).
-        evaluation_step = getattr(model, "_loss_step", contextlib.nullcontext)
-
         def replica_evaluate(batch):
             features, labels, sample_weight = _unpack(batch)
-            with evaluation_step():
+            with _training_outputs(model):
                 predictions = model(features, training=False)
                 loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
                                           sample_weight=sample_weight, training=False)
@@ -387,7 +391,7 @@ class Trainer:
         batch = next(iter(dataset.take(1)))
         features, labels, _ = _unpack(batch)
         with self.strategy.scope():
-            model._symbolic_build(data_batch=(features, labels))
+            symbolic_build(model, (features, labels))
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
 

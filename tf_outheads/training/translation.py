@@ -4,37 +4,39 @@ import os
 
 import keras
 
-from tf_outheads.layers.rewe_head import LOGITS_OUTPUT, REWE_OUTPUT
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
-from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.training.callbacks import (BestWeights, BleuCallback, EarlyStopping, StepLimit,
                                            TimeLimit)
+from tf_outheads.training.objective import HEAD_OUTPUT
 from tf_outheads.training.optimizers import LazyAdam
 
 
 def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoothing=0.0,
-                            jit_compile=False, optimizer=None, loss=None, rewe_weight=None,
-                            rewe_loss="cosine"):
+                            jit_compile=False, optimizer=None, loss=None, auxiliary_losses=None,
+                            auxiliary_weights=None):
     """Compile `model` with Adam, gradient clipping and the masked sequence loss.
 
     `optimizer` is a Keras optimizer, or `"adam"` (default) / `"lazy_adam"`
     (`LazyAdam`: sparse gradients of sampled training update only their rows),
     built with `learning_rate` and `clipnorm`.
 
-    `loss` replaces the default `MaskedSequenceCrossEntropy(label_smoothing)`,
-    e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has its own `label_smoothing`;
-    giving both is refused).
+    `loss` replaces the default `MaskedSequenceCrossEntropy(label_smoothing)`
+    of the model's head, e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has
+    its own `label_smoothing`; giving both is refused).
 
-    A model with a ReWE head (`model.rewe`, Jauregi Unanue et al. 2019) is
-    compiled with two outputs: `loss` (or the default) for `"logits"` and
-    `ReWELoss(rewe_loss)` for `"rewe"`, weighted 1 and `rewe_weight` (λ of
-    Eq. 7; `None`: the paper's 20). `rewe_loss` is `"cosine"` (the paper's
-    CEL), `"mse"` or a loss object. ReWE cannot be combined with a sampled
-    softmax `loss`.
+    Every auxiliary head of the model (`model.auxiliary_heads()`, e.g. the ReWE
+    head of Jauregi Unanue et al. 2019) trains with `auxiliary_losses[name]`
+    weighted by `auxiliary_weights[name]`; a head missing from either gets its
+    own `default_loss()` / `default_weight` (ReWE: `ReWELoss("cosine")`, λ = 20
+    of Eq. 7). The weights are Keras' `loss_weights`; the head's loss has weight 1.
 
     `jit_compile` defaults to `False`: on CPU, XLA ran this library's LSTM
     model about 3× slower than graph mode (benchmarks/throughput.py); on a GPU
     try `True`.
+
+    Raises:
+        ValueError: `loss` with `label_smoothing`, or an auxiliary loss or
+            weight for a head the model does not have (the message lists them).
     """
     if optimizer is None or optimizer == "adam":
         optimizer = keras.optimizers.Adam(learning_rate=learning_rate, clipnorm=clipnorm)
@@ -45,21 +47,25 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     elif label_smoothing:
         raise ValueError("Give label smoothing to the loss itself when passing `loss`. "
                          f"Received: loss={loss!r}, label_smoothing={label_smoothing}")
-    loss_weights = None
-    if getattr(model, "rewe", None) is not None:
-        if getattr(loss, "needs_hidden_states", False):
+    auxiliary_heads = (model.auxiliary_heads()
+                       if callable(getattr(model, "auxiliary_heads", None)) else {})
+    auxiliary_losses = dict(auxiliary_losses or {})
+    auxiliary_weights = dict(auxiliary_weights or {})
+    for argument, given in (("auxiliary_losses", auxiliary_losses),
+                            ("auxiliary_weights", auxiliary_weights)):
+        unknown = sorted(set(given) - set(auxiliary_heads))
+        if unknown:
             raise ValueError(
-                "Sampled softmax and ReWE cannot be combined: give a ReWE model a "
-                "full-softmax `loss` (or none), or build it without `rewe`. "
-                f"Received: loss={loss!r}, rewe_weight={rewe_weight!r}")
-        if isinstance(rewe_loss, str):
-            rewe_loss = ReWELoss(rewe_loss)
-        loss = {LOGITS_OUTPUT: loss, REWE_OUTPUT: rewe_loss}
-        weight = PAPER_REWE_WEIGHT if rewe_weight is None else float(rewe_weight)
-        loss_weights = {LOGITS_OUTPUT: 1.0, REWE_OUTPUT: weight}
-    elif rewe_weight is not None:
-        raise ValueError("`rewe_weight` weights the loss of a ReWE head, and this model has "
-                         f"none (build it with `rewe=`). Received: rewe_weight={rewe_weight!r}")
+                f"`{argument}` names {unknown}, which this model has no auxiliary head for "
+                f"(it has {sorted(auxiliary_heads) or 'none'}; build it with one, e.g. "
+                f"`rewe=`). Received: {argument}={given!r}")
+    loss_weights = None
+    if auxiliary_heads:
+        loss = {HEAD_OUTPUT: loss}
+        loss_weights = {HEAD_OUTPUT: 1.0}
+        for name, head in auxiliary_heads.items():
+            loss[name] = auxiliary_losses.get(name) or head.default_loss()
+            loss_weights[name] = float(auxiliary_weights.get(name, head.default_weight))
     model.compile(
         optimizer=optimizer,
         loss=loss,

@@ -4,9 +4,11 @@ import logging
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from tf_outheads.data import SubwordTokenizer
 from tf_outheads.data.special_tokens import EOS_ID
-from tf_outheads.decoding.translate import Translator
+from tf_outheads.decoding.translator import Translator
 from zoo.lstm import LSTMSeq2Seq
 
 
@@ -32,15 +34,17 @@ def test_empty_list_gives_empty_list(model, bible_tokenizer):
 
 def test_long_source_is_truncated_with_eos(model, bible_tokenizer, bible_slice):
     translator = Translator(model, bible_tokenizer, bible_tokenizer, max_source_length=5)
-    encoded, truncated = translator._encode([" ".join(bible_slice.sources[:5])])
-    assert len(encoded[0]) == 5 and encoded[0][-1] == EOS_ID
+    source_ids, num_pieces, truncated = translator.graph.encode(
+        tf.constant([" ".join(bible_slice.sources[:5])]))
+    assert source_ids.shape == (1, 5) and source_ids[0, -1] == EOS_ID
+    assert num_pieces.numpy().tolist() == [4] and truncated.numpy().tolist() == [True]
 
 
 def test_output_length_limit_follows_source_length(model, bible_tokenizer):
     translator = Translator(model, bible_tokenizer, bible_tokenizer,
                             max_length_ratio=1.0, max_length_offset=0)
-    ids, _ = translator._decode(np.array([[10, 11, EOS_ID, 0, 0]], "int32"),
-                                model.head.inference_cache())
+    ids, _ = translator.graph.search(1, np.array([[10, 11, EOS_ID, 0, 0]], "int32"),
+                                     np.array([2], "int32"), model.head.inference_cache())
     assert int(np.sum(ids.numpy() != 0)) <= 3
 
 
@@ -91,10 +95,9 @@ def test_beam_size_one_is_greedy_and_wider_beams_decode(
     hypotheses = beam.translate(sources)
     assert len(hypotheses) == 6 and all(isinstance(h, str) for h in hypotheses)
     # Its score is the best hypothesis's log-probability (α = 0): finite, ≤ 0.
-    batch = np.full((6, 40), 0, "int32")
-    for row, ids in enumerate(beam._encode(sources)[0]):
-        batch[row, :len(ids)] = ids[:40]
-    _, beam_scores = beam._decode(batch, model.head.inference_cache())
+    source_ids, num_pieces, _ = beam.graph.encode(tf.constant(sources))
+    texts, beam_scores = beam.graph.decode(source_ids, num_pieces, model.head.inference_cache())
+    assert [text.decode("utf-8") for text in texts.numpy()[:, 0]] == hypotheses
     assert np.all(np.isfinite(beam_scores.numpy())) and np.all(beam_scores.numpy() <= 0)
 
 
@@ -199,3 +202,17 @@ def test_truncated_sources_are_counted_and_logged(model, bible_tokenizer, bible_
     with caplog.at_level(logging.WARNING, logger="tf_outheads"):
         translator.translate(["y"])
     assert translator.truncated_count == 0 and "were cut" not in caplog.text
+
+
+# -- last: tf.random.set_seed frees SentencePiece resources (those of the session's tokenizer too)
+
+def test_a_translator_survives_seeding_after_it_was_traced(model, bible_tokenizer, bible_slice):
+    # Separate tokenizers: the target one is read only inside the traced batch function,
+    # so the graph, not an eager call, meets its freed resource.
+    source = SubwordTokenizer.from_bytes(bible_tokenizer.model_proto)
+    target = SubwordTokenizer.from_bytes(bible_tokenizer.model_proto)
+    translator = Translator(model, source, target, beam_size=2, max_length_offset=2)
+    sources = bible_slice.sources[:3]
+    expected = translator.translate(sources)
+    tf.random.set_seed(1)
+    assert translator.translate(sources) == expected

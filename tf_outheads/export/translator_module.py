@@ -2,7 +2,10 @@
 
 Everything a translation needs runs inside the exported graph, so a server
 (TF Serving, or `tf.saved_model.load` in a process that never imports
-`tf_outheads`) needs only TensorFlow and the tensorflow-text ops:
+`tf_outheads`) needs only TensorFlow and the tensorflow-text ops. The graph is
+`tf_outheads.decoding.graph.TranslationGraph`, the same code `Translator`
+runs; this module adds what only a SavedModel needs (tokenizer copies pinned
+to the CPU, the head cache as variables, the signatures, the config file):
 
     sources (batch,) tf.string
       └─ cut to `max_input_bytes`, invalid UTF-8 → U+FFFD        (CPU)
@@ -44,25 +47,19 @@ import os
 
 import tensorflow as tf
 
-from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.data.tokenizer import SubwordTokenizer
-from tf_outheads.decoding.beam import beam_search
-from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
-from tf_outheads.decoding.options import (MAX_LENGTH_PENALTY, check_length_limits,
-                                          check_length_penalty)
-from tf_outheads.decoding.unk import replace_unknown_words
+from tf_outheads.decoding.graph import OPTION_NAMES, TranslationGraph
+from tf_outheads.decoding.options import MAX_LENGTH_PENALTY
 from tf_outheads.validation import positive_int
 
 DEFAULT_BEAM_SIZES = (1, 2, 4, 5, 8)
 MAX_SOURCE_LENGTH = 256
 MAX_INPUT_BYTES = 1 << 16
-OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk")
 SIGNATURE_KEYS = ("serving_default", "translate")
 CONFIG_PATH = os.path.join("assets.extra", "tf_outheads_export.json")
 # What `saved_model_cli` and servers see: input and output names.
 SOURCES = "sources"
 OUTPUT_NAMES = ("translations", "scores", "beam_size", "truncated", "empty_source")
-_CPU = "/cpu:0"
 
 
 def _tokenizer_copy(tokenizer, name):
@@ -172,37 +169,38 @@ class TranslatorModule(tf.Module):
         if num_hypotheses > beam_size:
             raise ValueError("`num_hypotheses` must be at most `beam_size` "
                              f"({beam_size}). Received: num_hypotheses={num_hypotheses}")
-        length_penalty = check_length_penalty(length_penalty)
         widths = [positive_int("beam_sizes", width) for width in beam_sizes]
-        max_length_ratio, max_length_offset, max_source_length = check_length_limits(
-            max_length_ratio, max_length_offset, max_source_length)
         positive_int("max_input_bytes", max_input_bytes)
-        can_align = callable(getattr(model, "source_alignments", None))
-        if replace_unk and not can_align:
-            raise ValueError(
-                "`replace_unk=True` needs a model with `source_alignments(source_ids, "
-                f"target_in)`. Received: a {type(model).__name__} without it")
-        self.beam_size = beam_size
-        self.length_penalty = float(length_penalty)
-        self.num_hypotheses = num_hypotheses
-        self.replace_unk = bool(replace_unk)
-        self.beam_sizes = tuple(sorted(set(widths) | {1, beam_size}))
-        self.max_source_length = max_source_length
-        self.max_length_ratio = float(max_length_ratio)
-        self.max_length_offset = int(max_length_offset)
-        self.max_input_bytes = int(max_input_bytes)
-        self.can_replace_unk = can_align
-        # The model is not tracked as a whole: the SavedModel holds only the
-        # variables the signatures read (`track_used_variables`), so a
-        # training-only part (a ReWE head) never enters it.
-        object.__setattr__(self, "_model", model)
-        self.max_step_score = getattr(model.head, "max_step_score", 0.0)
-
         joint = source_tokenizer is target_tokenizer
-        self.source_tokenizer = _tokenizer_copy(
+        source_copy = _tokenizer_copy(
             source_tokenizer, "joint_tokenizer" if joint else "source_tokenizer")
-        self.target_tokenizer = (self.source_tokenizer if joint else
-                                 _tokenizer_copy(target_tokenizer, "target_tokenizer"))
+        target_copy = source_copy if joint else _tokenizer_copy(target_tokenizer,
+                                                                "target_tokenizer")
+        # The translation itself; the rest of this class is what a SavedModel needs.
+        # Not tracked (a plain object): the SavedModel holds only the variables
+        # the signatures read (`track_used_variables`), so a training-only part
+        # of the model (a ReWE head) never enters it.
+        graph = TranslationGraph(
+            model, source_copy, target_copy, beam_size=beam_size,
+            length_penalty=length_penalty, num_hypotheses=num_hypotheses,
+            replace_unk=replace_unk, beam_sizes=[1, *widths],
+            max_source_length=max_source_length, max_length_ratio=max_length_ratio,
+            max_length_offset=max_length_offset, max_input_bytes=max_input_bytes)
+        object.__setattr__(self, "_graph", graph)
+        self.beam_size = beam_size
+        self.length_penalty = graph.length_penalty
+        self.num_hypotheses = num_hypotheses
+        self.replace_unk = graph.replace_unk
+        self.beam_sizes = graph.beam_sizes
+        self.max_source_length = graph.max_source_length
+        self.max_length_ratio = graph.max_length_ratio
+        self.max_length_offset = graph.max_length_offset
+        self.max_input_bytes = graph.max_input_bytes
+        self.can_replace_unk = graph.can_replace_unk
+        self.max_step_score = graph.max_step_score
+        # Tracked: the SentencePiece resources the graph reads.
+        self.source_tokenizer = source_copy
+        self.target_tokenizer = target_copy
         # Weight-only head tensors, computed once now (see the module docstring).
         self.head_cache = {
             key: tf.Variable(value, trainable=False, name=f"head_cache_{key}")
@@ -215,8 +213,11 @@ class TranslatorModule(tf.Module):
 
         def translate(sources, beam_size=default_int, length_penalty=default_float,
                       num_hypotheses=default_int, replace_unk=default_int):
-            return self._translate(sources, beam_size, length_penalty, num_hypotheses,
-                                   replace_unk)
+            options = dict(zip(OPTION_NAMES,
+                               (beam_size, length_penalty, num_hypotheses, replace_unk)))
+            # The head's weight-only tensors, read once per call, never per step.
+            cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
+            return self._graph.translate(sources, cache, options)
 
         def serve(sources):
             # The same concrete function as `translate`: traced and saved once.
@@ -263,179 +264,6 @@ class TranslatorModule(tf.Module):
             "max_input_bytes": self.max_input_bytes,
             "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
-        }
-
-    # -- graph ----------------------------------------------------------------
-    @staticmethod
-    def _check_options(batch_size, options, replace_unk_available):
-        """Asserts refusing the option values a request cannot use (see the class docstring).
-
-        Each raises `InvalidArgumentError` with a message naming the option
-        and showing the values received.
-        """
-        checks = []
-        for name, value in options.items():
-            size = tf.size(value)
-            checks.append(tf.debugging.Assert(
-                tf.logical_or(tf.equal(size, 1), tf.equal(size, batch_size)),
-                [f"`{name}` must hold one value, or one per source. Received: {name} of "
-                 "length", size, "for a batch of", batch_size], name=f"check_{name}_length"))
-        length_penalty = options["length_penalty"]
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.logical_and(tf.math.is_finite(length_penalty),
-                                         length_penalty <= MAX_LENGTH_PENALTY)),
-            [f"`length_penalty` must be finite and in [0, {MAX_LENGTH_PENALTY:g}], or "
-             "negative (-1) for the export default. Received: length_penalty=",
-             length_penalty], summarize=16, name="check_length_penalty"))
-        if not replace_unk_available:
-            replace_unk = options["replace_unk"]
-            checks.append(tf.debugging.Assert(
-                tf.reduce_all(replace_unk <= 0),
-                ["`replace_unk` is not available in this export (its model has no "
-                 "source_alignments): send 0 or -1. Received: replace_unk=", replace_unk],
-                summarize=16, name="check_replace_unk"))
-        return checks
-
-    def _option(self, value, default, batch_size, is_default):
-        """One value per row: broadcast a single value, negative → the default."""
-        value = tf.broadcast_to(value, [batch_size])
-        return tf.where(is_default(value), tf.cast(default, value.dtype), value)
-
-    def _encode(self, sources):
-        """Raw strings → source ids `(B, S)` with EOS, piece counts, truncation flags."""
-        with tf.device(_CPU):
-            text = tf.strings.substr(sources, 0, self.max_input_bytes)
-            text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
-                                                replacement_char=0xFFFD,
-                                                replace_control_characters=False)
-            pieces = self.source_tokenizer.tokenize(text)  # ragged (B, None)
-            limit = self.max_source_length - 1
-            truncated = pieces.row_lengths() > limit
-            pieces = pieces[:, :limit]
-            eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sources)[0], 1], EOS_ID))
-            source_ids = tf.concat([tf.cast(pieces, tf.int32), eos], axis=1).to_tensor(PAD_ID)
-            num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
-        return source_ids, num_pieces, truncated
-
-    def _search(self, width, source_ids, max_length, length_penalty, n_best, cache):
-        """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`."""
-        model = self._model
-        step_fn = model.make_step_fn(cache)
-        # The searches' loop bound (the largest per-row limit) sizes per-step caches.
-        state = model.initial_decoding_state(source_ids, max_length=tf.reduce_max(max_length))
-        batch_size = tf.shape(source_ids)[0]
-        if width == 1:
-            # Greedy, exactly as `Translator(beam_size=1)`.
-            result = greedy_search(step_fn, state, batch_size, max_length)
-            return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
-
-        def search(num_hypotheses):
-            # Length penalty per row: (b, 1) broadcasts against beam_search's
-            # (b, 2k) candidate scores and (b, max_steps) stopping bound.
-            result = beam_search(step_fn, state, batch_size, width, max_length,
-                                 length_penalty=length_penalty[:, tf.newaxis],
-                                 num_hypotheses=num_hypotheses,
-                                 max_step_score=self.max_step_score)
-            return result.ids, result.scores
-
-        # n = 1 is `Translator(beam_size=width)`'s search; an n-best list needs
-        # the pool's whole top `width` (the stopping rule waits for it).
-        return tf.cond(tf.reduce_any(n_best > 1), lambda: search(width), lambda: search(1))
-
-    def _texts(self, ids, source_ids, replace):
-        """Hypotheses `(b, n, T)` → strings `(b, n)`, <unk> replaced where `replace` (b,)."""
-        shape = tf.shape(ids)
-        # Explicit sizes: `-1` cannot be inferred when T is 0 (nothing decoded).
-        flat_ids = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # (b·n, T)
-        with tf.device(_CPU):
-            plain = self.target_tokenizer.detokenize(flat_ids)
-        if self.can_replace_unk:
-            flat_replace = tf.repeat(replace, shape[1])
-            wanted = flat_replace & tf.reduce_any(tf.equal(flat_ids, UNK_ID), axis=1)
-
-            def replaced():
-                sources = tf.repeat(source_ids, shape[1], axis=0)
-                target_in = tf.concat(
-                    [tf.fill([tf.shape(flat_ids)[0], 1], BOS_ID), flat_ids[:, :-1]], axis=1)
-                alignments = self._model.source_alignments(sources, target_in)
-                texts = replace_unknown_words(flat_ids, sources, alignments,
-                                              self.source_tokenizer, self.target_tokenizer)
-                return tf.where(flat_replace, texts, plain)
-
-            # Only batches with an <unk> to replace pay for the alignment pass.
-            plain = tf.cond(tf.reduce_any(wanted), replaced, lambda: plain)
-        return tf.reshape(plain, shape[:2])
-
-    def _group(self, width, rows, source_ids, num_pieces, length_penalty, n_best, replace,
-               n_out, cache):
-        """Translate the rows decoded with one width; outputs padded to `n_out` columns."""
-        source_ids = tf.gather(source_ids, rows)
-        num_pieces = tf.gather(num_pieces, rows)
-        # Drop padding columns no row of this group needs.
-        source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
-        # Output limit from the source length with EOS (as `Translator`); a
-        # source without pieces decodes nothing: "" with score 0.
-        max_length = max_length_from_source(num_pieces + 1, ratio=self.max_length_ratio,
-                                            offset=self.max_length_offset)
-        max_length = tf.where(num_pieces > 0, max_length, 0)
-        n_best = tf.gather(n_best, rows)
-        ids, scores = self._search(width, source_ids, max_length,
-                                   tf.gather(length_penalty, rows), n_best, cache)
-        texts = self._texts(ids, source_ids, tf.gather(replace, rows))
-        # Columns: the row's own n-best size, padded to the request's widest.
-        texts, scores = texts[:, :n_out], scores[:, :n_out]
-        missing = n_out - tf.shape(texts)[1]
-        group_size = tf.shape(texts)[0]
-        texts = tf.concat([texts, tf.fill([group_size, missing], "")], axis=1)
-        scores = tf.concat([scores, tf.fill([group_size, missing], float("-inf"))], axis=1)
-        wanted = tf.range(n_out)[tf.newaxis, :] < n_best[:, tf.newaxis]
-        return tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf"))
-
-    def _translate(self, sources, beam_size, length_penalty, num_hypotheses, replace_unk):
-        options = {"beam_size": beam_size, "length_penalty": length_penalty,
-                   "num_hypotheses": num_hypotheses, "replace_unk": replace_unk}
-        checks = self._check_options(tf.size(sources), options, self.can_replace_unk)
-        # Refused options fail the request before anything is tokenized or decoded.
-        with tf.control_dependencies(checks):
-            sources = tf.identity(sources)
-        batch_size = tf.shape(sources)[0]
-        # Per-row options; negative (or, for sizes, 0) → the export's default.
-        beam_size = self._option(beam_size, self.beam_size, batch_size, lambda v: v < 1)
-        length_penalty = self._option(length_penalty, self.length_penalty, batch_size,
-                                      lambda v: v < 0)
-        num_hypotheses = self._option(num_hypotheses, self.num_hypotheses, batch_size,
-                                      lambda v: v < 1)
-        replace = self._option(replace_unk, int(self.replace_unk), batch_size,
-                               lambda v: v < 0) > 0
-        # Each row gets the largest width the graph holds that is not above its request.
-        widths = tf.constant(self.beam_sizes, tf.int32)
-        position = tf.reduce_sum(
-            tf.cast(widths[tf.newaxis, :] <= beam_size[:, tf.newaxis], tf.int32), axis=1) - 1
-        beam_size = tf.gather(widths, position)
-        n_best = tf.clip_by_value(num_hypotheses, 1, beam_size)
-        n_out = tf.reduce_max(tf.concat([n_best, [1]], axis=0))
-
-        source_ids, num_pieces, truncated = self._encode(sources)
-        # The head's weight-only tensors, read once per call, never per step.
-        cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
-        indices, texts, scores = [], [], []
-        for width in self.beam_sizes:
-            rows = tf.cast(tf.where(tf.equal(beam_size, width))[:, 0], tf.int32)
-            group_texts, group_scores = tf.cond(
-                tf.size(rows) > 0,
-                lambda width=width, rows=rows: self._group(
-                    width, rows, source_ids, num_pieces, length_penalty, n_best, replace,
-                    n_out, cache),
-                lambda: (tf.fill([0, n_out], ""), tf.zeros([0, n_out], tf.float32)))
-            indices.append(rows)
-            texts.append(group_texts)
-            scores.append(group_scores)
-        return {
-            "translations": tf.dynamic_stitch(indices, texts),  # (B, n)
-            "scores": tf.dynamic_stitch(indices, scores),  # (B, n)
-            "beam_size": beam_size,  # (B,) the width each row was decoded with
-            "truncated": truncated,  # (B,) pieces dropped past max_source_length
-            "empty_source": tf.equal(num_pieces, 0),  # (B,) no piece: nothing decoded
         }
 
 

@@ -1,11 +1,11 @@
 """Translate raw sentences with any model that follows the decoding contract.
 
 A model exposes `initial_decoding_state(source_ids, max_length)` and
-`make_step_fn(cache)` (docs/architecture.md); this module batches sentences by
-length, runs the search in one compiled `tf.function`, detokenizes and restores
-input order. `max_length` is the number of steps the search may run (the
-largest per-sentence limit of the batch): a model that preallocates per-step
-caches (`zoo.TransformerSeq2Seq`) sizes them with it.
+`make_step_fn(cache)` (docs/architecture.md). The translation itself is
+`tf_outheads.decoding.graph.TranslationGraph`, the code the exported
+SavedModel runs; `Translator` adds what Python is for: clear errors for bad
+arguments, length-sorted batches (one compiled `tf.function` call each), the
+input order restored, and a head cache kept in step with the weights.
 """
 
 import logging
@@ -13,11 +13,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from tf_outheads.decoding.beam import beam_search
-from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
-from tf_outheads.decoding.options import check_length_limits, check_length_penalty
-from tf_outheads.decoding.unk import replace_unknown_words
+from tf_outheads.decoding.graph import TranslationGraph
 from tf_outheads.validation import int_at_least
 
 logger = logging.getLogger(__name__)
@@ -67,6 +63,8 @@ class Translator:
             teacher-forced pass over the chosen outputs. Defaults to `False`.
 
     Attributes:
+        graph: `tf_outheads.decoding.graph.TranslationGraph`, the translation
+            this object runs in batches.
         truncated_indices: list of int. Positions, in the last `translate`
             call's input, of the sources that were cut to
             `max_source_length - 1` pieces (empty before any call).
@@ -89,30 +87,24 @@ class Translator:
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
                  beam_size=1, length_penalty=0.0, replace_unk=False):
-        batch_size = int_at_least("batch_size", batch_size, 1)
-        beam_size = int_at_least("beam_size", beam_size, 1)
-        length_penalty = check_length_penalty(length_penalty)
-        max_length_ratio, max_length_offset, max_source_length = check_length_limits(
-            max_length_ratio, max_length_offset, max_source_length)
-        if replace_unk and not callable(getattr(model, "source_alignments", None)):
-            raise ValueError(
-                "`replace_unk=True` needs a model with `source_alignments(source_ids, "
-                f"target_in)`. Received: a {type(model).__name__} without it")
-        self.beam_size = int(beam_size)
-        self.length_penalty = length_penalty
-        self.replace_unk = bool(replace_unk)
+        self.batch_size = int_at_least("batch_size", batch_size, 1)
+        self.beam_size = int_at_least("beam_size", beam_size, 1)
+        # Checks the other options (a `ValueError` naming the one out of range).
+        self.graph = TranslationGraph(
+            model, source_tokenizer, target_tokenizer, beam_size=self.beam_size,
+            length_penalty=length_penalty, replace_unk=replace_unk,
+            max_source_length=max_source_length, max_length_ratio=max_length_ratio,
+            max_length_offset=max_length_offset)
+        self.length_penalty = self.graph.length_penalty
+        self.replace_unk = self.graph.replace_unk
+        self.max_length_ratio = self.graph.max_length_ratio
+        self.max_length_offset = self.graph.max_length_offset
+        self.max_source_length = self.graph.max_source_length
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.batch_size = int(batch_size)
-        self.max_length_ratio = max_length_ratio
-        self.max_length_offset = max_length_offset
-        self.max_source_length = max_source_length
-        self._decode = tf.function(self._decode_batch, reduce_retracing=True)
+        self._decode = self._compile()
         self._fingerprint = tf.function(self._weights_fingerprint)
-        self._align = None
-        if self.replace_unk:
-            self._align = tf.function(model.source_alignments, reduce_retracing=True)
         self._cache = None
         self._cache_fingerprint = None
         self.truncated_indices = []
@@ -137,57 +129,38 @@ class Translator:
             self._cache_fingerprint = fingerprint
         return self._cache
 
-    def _decode_batch(self, source_ids, cache):
-        source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
-        max_length = max_length_from_source(
-            source_lengths, ratio=self.max_length_ratio, offset=self.max_length_offset
-        )
-        step_fn = self.model.make_step_fn(cache)
-        # The search's loop bound: the largest per-sentence limit.
-        state = self.model.initial_decoding_state(source_ids,
-                                                  max_length=tf.reduce_max(max_length))
-        batch_size = tf.shape(source_ids)[0]
-        if self.beam_size == 1:
-            result = greedy_search(step_fn, state, batch_size, max_length)
-            return result.ids, result.scores
-        # The bound on one step's score that lets the search stop early: 0 for
-        # log-probabilities; heads with other scores say theirs.
-        bound = getattr(self.model.head, "max_step_score", 0.0)
-        result = beam_search(step_fn, state, batch_size, self.beam_size, max_length,
-                             length_penalty=self.length_penalty, max_step_score=bound)
-        return result.ids[:, 0], result.scores[:, 0]
+    def _compile(self):
+        """A batch of source ids → translations `(b, 1)` and scores, in one `tf.function`
+        (the defaults' search only)."""
+        return tf.function(self.graph.decode, reduce_retracing=True)
 
-    def _encode(self, sentences):
-        """Source ids with EOS, and the positions of the sources that were cut."""
+    def _decode_batch(self, source_ids, num_pieces, cache):
+        try:
+            return self._decode(source_ids, num_pieces, cache)
+        except tf.errors.NotFoundError:
+            # `tf.random.set_seed` frees the SentencePiece resources a traced
+            # graph captured (`SubwordTokenizer.ensure_resource`): rebuild them
+            # and trace again, once.
+            for tokenizer in (self.source_tokenizer, self.target_tokenizer):
+                tokenizer.ensure_resource()
+            self._decode = self._compile()
+            return self._decode(source_ids, num_pieces, cache)
+
+    @staticmethod
+    def _as_bytes(sentences):
+        """UTF-8 bytes of each source; a `ValueError` for an item that is not a string."""
         raw = []
         for index, sentence in enumerate(sentences):
             if isinstance(sentence, str):
                 # A lone surrogate (text read with errors="surrogateescape")
-                # becomes invalid bytes, then U+FFFD below.
+                # becomes invalid bytes, then U+FFFD in the graph.
                 raw.append(sentence.encode("utf-8", "surrogatepass"))
             elif isinstance(sentence, (bytes, np.bytes_)):
                 raw.append(bytes(sentence))
             else:
                 raise ValueError("`sentences` must hold strings (str or bytes). "
                                  f"Received: item {index} of type {type(sentence).__name__}")
-        # Invalid UTF-8 → U+FFFD, as the exported signature reads its input.
-        text = tf.strings.unicode_transcode(tf.constant(raw, dtype=tf.string), "UTF-8", "UTF-8",
-                                            errors="replace", replacement_char=0xFFFD,
-                                            replace_control_characters=False)
-        ids = self.source_tokenizer.tokenize(text).to_list()
-        limit = self.max_source_length - 1
-        truncated = [index for index, row in enumerate(ids) if len(row) > limit]
-        return [row[:limit] + [EOS_ID] for row in ids], truncated
-
-    def _texts(self, source_ids, ids):
-        if not (self.replace_unk and (ids == UNK_ID).any()):
-            return self.target_tokenizer.decode_to_text(ids)
-        target_in = np.concatenate(
-            [np.full((ids.shape[0], 1), BOS_ID, ids.dtype), ids[:, :-1]], axis=1)
-        alignments = self._align(tf.constant(source_ids), tf.constant(target_in))
-        texts = replace_unknown_words(ids, source_ids, alignments,
-                                      self.source_tokenizer, self.target_tokenizer)
-        return [text.decode("utf-8") for text in texts.numpy()]
+        return tf.constant(raw, dtype=tf.string)
 
     def translate(self, sentences):
         """Translate raw source strings.
@@ -210,33 +183,31 @@ class Translator:
         self.truncated_indices = []
         if not sentences:
             return []
-        encoded, self.truncated_indices = self._encode(sentences)
+        # All sources at once, eagerly (a freed SentencePiece resource is rebuilt).
+        source_ids, num_pieces, truncated = (
+            tensor.numpy() for tensor in self.graph.encode(self._as_bytes(sentences)))
+        self.truncated_indices = np.flatnonzero(truncated).tolist()
         if self.truncated_indices:
             logger.warning("%d of %d sources were longer than %d subword pieces and were cut "
                            "to that length (max_source_length=%d, EOS included)",
                            len(self.truncated_indices), len(sentences),
                            self.max_source_length - 1, self.max_source_length)
-        # Weight-only head tensors: never per batch or per step.
-        outputs = [None] * len(sentences)
         # A source with no piece (empty, blank, or only characters the
-        # tokenizer drops) translates to "", as in the exported signature.
-        for index, row in enumerate(encoded):
-            if len(row) == 1:
-                outputs[index] = ""
-        cache = self.head_cache()
+        # tokenizer drops) translates to "" and is not decoded, as in the
+        # exported signature.
+        outputs = [""] * len(sentences)
         # Sorting by length keeps padding (and wasted decoder steps) small.
-        order = [i for i in np.argsort([len(row) for row in encoded], kind="stable")
-                 if outputs[i] is None]
+        order = np.argsort(num_pieces, kind="stable")
+        order = order[num_pieces[order] > 0]
+        # Weight-only head tensors: never per batch or per step.
+        cache = self.head_cache()
         for start in range(0, len(order), self.batch_size):
             indices = order[start:start + self.batch_size]
-            width = max(len(encoded[i]) for i in indices)
-            batch = np.full((len(indices), width), PAD_ID, dtype=np.int32)
-            for row, index in enumerate(indices):
-                batch[row, : len(encoded[index])] = encoded[index]
-            ids, _ = self._decode(tf.constant(batch), cache)
-            texts = self._texts(batch, ids.numpy())
-            for index, text in zip(indices, texts):
-                outputs[index] = text
+            width = num_pieces[indices].max() + 1
+            texts, _ = self._decode_batch(source_ids[indices, :width], num_pieces[indices],
+                                          cache)
+            for index, text in zip(indices, texts.numpy()[:, 0]):
+                outputs[index] = text.decode("utf-8")
         return outputs
 
 

@@ -1,0 +1,290 @@
+"""The run configuration schema (`zoo.config`): presets, overrides, run files, stored presets."""
+
+import copy
+import dataclasses
+import inspect
+import json
+import pathlib
+
+import pytest
+
+from zoo import config as config_module
+from zoo.config import (
+    ConfigError,
+    DecodeConfig,
+    RunConfig,
+    load_run_config,
+    read_stored_preset,
+    section_fields,
+)
+from zoo.presets import EMBEDDED_CORPUS, PRESET_CONFIGS, PRESETS, derive, get_preset
+
+DATA = pathlib.Path(__file__).parent / "data"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Every preset as the code before the schema resolved it (`get_preset(name)` dumped to
+# JSON, the embedded corpus's path written as "<EMBEDDED_CORPUS>").
+BEFORE_SCHEMA = DATA / "presets_before_schema.json"
+# Keys the schema added to presets that lacked them, with the value the code used
+# without them: LSTM presets other than VIVO's now list LSTMSeq2Seq's
+# `encoder_layers`, `decoder_layers` and `source_embedding_dim`, each `None`
+# (num_layers / embedding_dim: the same model).
+ADDED_WITH_OLD_DEFAULTS = {"lstm": {"model.encoder_layers": None, "model.decoder_layers": None,
+                                    "model.source_embedding_dim": None},
+                           "transformer": {}}
+
+
+def _before_schema():
+    with open(BEFORE_SCHEMA, encoding="utf-8") as f:
+        presets = json.load(f)
+    for preset in presets.values():
+        preset["data"]["corpus"] = EMBEDDED_CORPUS
+    return presets
+
+
+def _json(value):
+    return json.loads(json.dumps(value))
+
+
+# -- presets: the same settings as before the schema ------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(_before_schema()))
+def test_every_preset_resolves_to_its_settings_before_the_schema(name):
+    before = _before_schema()[name]
+    now = _json(get_preset(name))
+    for dotted, value in ADDED_WITH_OLD_DEFAULTS[now["train"]["model_type"]].items():
+        section, _, key = dotted.partition(".")
+        if key not in before[section]:
+            assert now[section].pop(key) == value, dotted
+    assert now == before
+
+
+def test_no_preset_was_added_or_lost():
+    assert set(PRESETS) == set(_before_schema()) == set(PRESET_CONFIGS)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_plain_dict_round_trips_through_the_schema(name):
+    preset = get_preset(name)
+    assert RunConfig.from_dict(preset).to_dict() == preset == PRESETS[name]
+    assert get_preset(name) is not get_preset(name)  # a fresh copy each time
+
+
+def test_schema_defaults_are_the_model_and_translator_defaults():
+    # A stored preset without a model or decode key gave the class its default: the
+    # schema's default must be that value, so that filling the key in changes nothing.
+    from tf_outheads.decoding.translator import Translator
+    from zoo.lstm import LSTMSeq2Seq
+    from zoo.transformer import TransformerSeq2Seq
+
+    def defaults(function):
+        return {name: parameter.default
+                for name, parameter in inspect.signature(function).parameters.items()
+                if parameter.default is not inspect.Parameter.empty}
+
+    for model_type, cls in (("lstm", LSTMSeq2Seq), ("transformer", TransformerSeq2Seq)):
+        schema = {name: field.default for name, field in section_fields("model", model_type)
+                  .items() if name != "model_type"}
+        assert schema == {name: value for name, value in defaults(cls.__init__).items()
+                          if name in schema}, model_type
+        assert set(schema) == set(defaults(cls.__init__)), model_type
+    decode = {field.name: field.default for field in dataclasses.fields(DecodeConfig)}
+    assert decode == {name: value for name, value in defaults(Translator.__init__).items()
+                      if name in decode}
+
+
+# -- overrides ----------------------------------------------------------------------------------
+
+def test_unknown_key_lists_the_valid_keys_and_the_closest_one():
+    with pytest.raises(ConfigError) as error:
+        get_preset("lstm-cpu", {"model.hidden_size": 3})
+    message = str(error.value)
+    assert "preset 'lstm-cpu'" in message and "did you mean model.hidden_dim?" in message
+    assert "Valid model keys (model_type 'lstm'): attention_score," in message
+    assert message.endswith("Received: model.hidden_size=3")
+    with pytest.raises(ConfigError, match=r"unknown section 'modle'; did you mean 'model'\?"):
+        get_preset("lstm-cpu", {"modle.hidden_dim": 3})
+    with pytest.raises(ConfigError, match=r"did you mean train.learning_rate\?.*Valid train "
+                                          r"keys: accumulation_steps"):
+        get_preset("lstm-cpu", {"train.learning_rte": 1e-3})
+
+
+def test_an_lstm_preset_refuses_a_transformer_only_key():
+    with pytest.raises(ConfigError, match=r"model.model_dim applies to model_type "
+                                          r"'transformer' only, and this configuration's "
+                                          r"model_type is 'lstm'"):
+        get_preset("lstm-cpu", {"model.model_dim": 256})
+    with pytest.raises(ConfigError, match="model.num_layers applies to model_type 'lstm'"):
+        get_preset("transformer-cpu", {"model.num_layers": 2})
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_key_can_be_set_on_every_preset_it_applies_to(name):
+    model_type = PRESETS[name]["train"]["model_type"]
+    for section in config_module.SECTIONS:
+        for key, field in section_fields(section, model_type).items():
+            if key == "model_type":
+                continue  # test_model_type_moves_to_the_model_section
+            value = getattr(getattr(PRESET_CONFIGS[name], section), key)
+            if field.metadata["choices"]:  # another allowed value
+                value = [c for c in field.metadata["choices"] if c != value][0]
+            preset = get_preset(name, {f"{section}.{key}": value})
+            assert preset[section][key] == value, f"{section}.{key}"
+
+
+def test_values_are_checked_and_coerced_to_the_key_type():
+    preset = get_preset("lstm-cpu", {"train.learning_rate": "1e-3",  # YAML reads 1e-3 so
+                                     "data.vocab_size": 8e3, "decode.replace_unk": "true",
+                                     "train.max_minutes": 5, "data.reference_columns": ("a",)})
+    assert preset["train"]["learning_rate"] == 0.001
+    assert preset["data"]["vocab_size"] == 8000 and type(preset["data"]["vocab_size"]) is int
+    assert preset["decode"]["replace_unk"] is True
+    assert type(preset["train"]["max_minutes"]) is float
+    assert preset["data"]["reference_columns"] == ["a"]
+    for override, message in (
+            ({"data.vocab_size": "big"}, "data.vocab_size must be int. Received"),
+            ({"data.vocab_size": 1.5}, "data.vocab_size must be int"),
+            ({"data.joint_vocabulary": 1}, "data.joint_vocabulary must be bool"),
+            ({"train.max_steps": "None"}, "train.max_steps must be int or None"),
+            ({"train.optimizer": "sgd"}, "train.optimizer must be one of 'adam', 'lazy_adam'"),
+            ({"model.norm": "sandwich"}, "model.norm applies to model_type 'transformer'"),
+            ({"data.target_vectors": {"dims": 300}}, "takes the keys dim, epochs, path"),
+            ({"train.loss": {"config": {}}}, "train.loss needs a 'class_name'"),
+            ({"data.reference_columns": "en_kjv"}, "must be list of str")):
+        with pytest.raises(ConfigError, match=message):
+            get_preset("lstm-cpu", override)
+
+
+def test_model_type_moves_to_the_model_section():
+    # The old spelling train.model_type (presets, --set, stored files) is model.model_type.
+    for spelling in ("train.model_type", "model.model_type"):
+        preset = get_preset("lstm-cpu", {spelling: "transformer"})
+        assert preset["train"]["model_type"] == "transformer"
+        # The new type's defaults, with the keys every model type has kept.
+        assert preset["model"] == dict(PRESETS["transformer-base"]["model"],
+                                       head=PRESETS["lstm-cpu"]["model"]["head"])
+    assert PRESET_CONFIGS["transformer-cpu"].model.model_type == "transformer"
+    assert not hasattr(PRESET_CONFIGS["transformer-cpu"].train, "model_type")
+    with pytest.raises(ConfigError, match="train.model_type .* says 'lstm'"):
+        RunConfig().updated({"train": {"model_type": "lstm"},
+                             "model": {"model_type": "transformer"}})
+    # Model keys after a switch apply to the new type.
+    preset = get_preset("lstm-cpu", {"model.model_type": "transformer", "model.norm": "pre"})
+    assert preset["model"]["norm"] == "pre"
+
+
+def test_presets_are_checked_when_defined():
+    with pytest.raises(ConfigError, match="preset 'broken': model.model_dim applies to"):
+        derive("lstm-cpu", source="preset 'broken'", model={"model_dim": 3})
+    with pytest.raises(ConfigError, match="preset 'broken': unknown setting data.vocab"):
+        derive(None, source="preset 'broken'", data={"vocab": 3})
+
+
+# -- run files ----------------------------------------------------------------------------------
+
+def test_a_yaml_run_file_is_a_preset_with_its_changes(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("preset: lstm-cpu\n"
+                    "data:\n  corpus: my.tsv\n  reference_columns: []\n"
+                    "model:\n  hidden_dim: 128\n"
+                    "train:\n  learning_rate: 1e-3\n  max_minutes: 30\n", encoding="utf-8")
+    expected = get_preset("lstm-cpu", {"data.corpus": "my.tsv", "data.reference_columns": [],
+                                       "model.hidden_dim": 128, "train.learning_rate": 0.001,
+                                       "train.max_minutes": 30.0})
+    loaded = load_run_config(path)
+    assert loaded.pop("description") == "lstm-cpu, settings of run.yaml"
+    expected.pop("description")
+    assert loaded == expected
+    # --set after the file.
+    assert load_run_config(path, {"train.seed": 7})["train"]["seed"] == 7
+
+
+def test_a_json_run_file_without_a_preset_starts_from_the_defaults(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"description": "mine", "model": {"model_type": "transformer"},
+                                "decode": {"beam_size": 4}}), encoding="utf-8")
+    loaded = load_run_config(path)
+    assert loaded == dict(RunConfig().with_overrides(
+        {"model.model_type": "transformer", "decode.beam_size": 4}).to_dict(),
+        description="mine")
+    assert loaded["model"]["model_dim"] == 512
+
+
+@pytest.mark.parametrize("text, message", [
+    ("preset: lstm-cpu\nmodel:\n  hidden_size: 3\n",
+     r"run.yaml: unknown setting model.hidden_size; did you mean model.hidden_dim\?"),
+    ("preset: lstm-cpu\nmodel:\n  model_dim: 3\n",
+     r"run.yaml: model.model_dim applies to model_type 'transformer' only"),
+    ("preset: lstm-cpuu\n", r"run.yaml: unknown preset \(did you mean 'lstm-cpu'\?\)"),
+    ("presets: lstm-cpu\n", r"run.yaml: unknown top-level key 'presets'; did you mean 'preset'"),
+    ("train:\n  seed: many\n", r"run.yaml: train.seed must be int. Received: train.seed='many'"),
+    ("train: 3\n", r"run.yaml: section 'train' must be a mapping"),
+    ("- a\n- b\n", r"run.yaml: expected a mapping"),
+    ("data: [\n", r"run.yaml: not valid YAML"),
+], ids=["unknown_key", "other_model_type", "unknown_preset", "top_level", "type", "section",
+        "not_a_mapping", "yaml_syntax"])
+def test_run_file_errors_name_the_file_and_the_key(tmp_path, text, message):
+    path = tmp_path / "run.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(path)
+
+
+# -- stored presets (run directories) -----------------------------------------------------------
+
+def _stored_before_bucket_width(name="lstm-cpu-softmax"):
+    """`preset.json` as the code before `data.bucket_width` wrote it."""
+    stored = {"name": name, **copy.deepcopy(_before_schema()[name])}
+    del stored["data"]["bucket_width"]
+    return stored
+
+
+def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
+    path = tmp_path / "preset.json"
+    path.write_text(json.dumps(_stored_before_bucket_width()), encoding="utf-8")
+    name, preset = read_stored_preset(path)
+    assert name == "lstm-cpu-softmax"
+    # Runs from before the setting batched in 8-wide buckets; everything else as stored.
+    assert preset == get_preset(name, {"data.bucket_width": 8})
+    stored = _stored_before_bucket_width()
+    del stored["data"]["strip_target_suffixes"]
+    path.write_text(json.dumps(stored), encoding="utf-8")
+    assert read_stored_preset(path)[1]["data"]["strip_target_suffixes"] == []
+
+
+def test_the_committed_study_records_read_as_they_trained():
+    # Real preset.json files written before data.bucket_width (docs/results/study).
+    paths = sorted((ROOT / "docs" / "results" / "study").glob("runs/*/*/preset.json"))
+    assert paths
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+        name, preset = read_stored_preset(path)
+        assert preset["data"]["bucket_width"] == 8
+        for section in ("data", "model", "train", "decode"):
+            assert {key: preset[section][key] for key in raw[section]} == raw[section], path
+
+
+def test_a_stored_preset_with_an_unknown_key_names_the_file(tmp_path):
+    stored = _stored_before_bucket_width()
+    stored["model"]["hidden_size"] = 3
+    path = tmp_path / "preset.json"
+    path.write_text(json.dumps(stored), encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"{path}: unknown setting model.hidden_size"):
+        read_stored_preset(path)
+
+
+def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_path):
+    from zoo.train import resolve_preset
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "preset.json").write_text(json.dumps(_stored_before_bucket_width()),
+                                         encoding="utf-8")
+    name, preset = resolve_preset(None, str(run_dir), {"train.max_steps": 3000})
+    assert name == "lstm-cpu-softmax" and preset["data"]["bucket_width"] == 8
+    assert preset["train"]["max_steps"] == 3000
+    # Naming the preset asks for today's buckets, which its backups' data order lacks.
+    with pytest.raises(ValueError, match="data.bucket_width"):
+        resolve_preset("lstm-cpu-softmax", str(run_dir))
+    name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {"data.bucket_width": 8})
+    assert preset["data"]["bucket_width"] == 8

@@ -1,0 +1,81 @@
+"""Every use of Keras internals in tf_outheads, in one place.
+
+Keras 3 keeps a few things this library needs out of its public API. They are
+imported or called here and nowhere else, so that a Keras upgrade has one module
+to check, and `tests/test_compat.py` fails loudly, naming the piece, when one of
+them moves or changes behaviour. The versions this was written against are the
+ones `setup.cfg` pins (Keras 3.15).
+
+- `set_keras_mask(tensor, mask)`: the mask `keras.losses.Loss.__call__` reads
+  from the values `Loss.call` returns. The per-token losses of this library
+  set it so that the `"sum_over_batch_size"` reduction of a standalone call
+  (`loss(y_true, y_pred)`) is the mean over non-padding tokens, not over padded
+  slots. Keras 3.15 has no public setter for that mask.
+- `symbolic_build(model, data_batch)`: what `model.fit` does before its first
+  step under a `tf.distribute` strategy (`Trainer._symbolic_build`): builds
+  every layer, the compiled metrics and the optimizer's inputs from one batch,
+  without running a step. `tf_outheads.training.Trainer` builds the model this
+  way before restoring a backup into it.
+- `loss_tracker(model)` and `has_compiled_metrics(model)`: the `Mean` Keras
+  logs as `loss` (the objective's term trackers go right after it, as Keras
+  orders a multi-output model's), and whether `compile` got metrics (they need
+  the head's output, computed for them only then).
+- :class:`FirstReplicaBuild`, mixed into the seq2seq models: `model.fit` under
+  `MirroredStrategy` (`Trainer._maybe_symbolic_build`) gets the shapes of the
+  first batch by reducing the distributed batch with MEAN over the replicas,
+  which fails (`AddN ... must have the same size and shape`) whenever the
+  replicas' shares differ in size, e.g. an odd number of sentences on 2
+  replicas; the override builds from the first replica's share instead.
+"""
+
+import tensorflow as tf
+from keras.src.backend import set_keras_mask as _set_keras_mask
+
+__all__ = ["FirstReplicaBuild", "has_compiled_metrics", "loss_tracker", "set_keras_mask",
+           "symbolic_build"]
+
+
+def set_keras_mask(tensor, mask):
+    """Attach `mask` to `tensor` as the Keras mask `Loss.__call__` reads.
+
+    Args:
+        tensor: the per-token losses a `keras.losses.Loss.call` returns.
+        mask: bool tensor of the same shape, `True` where a token counts.
+    """
+    _set_keras_mask(tensor, mask)
+
+
+def loss_tracker(model):
+    """The `keras.metrics.Mean` a compiled model logs as `loss`, or `None`."""
+    return getattr(model, "_loss_tracker", None)
+
+
+def has_compiled_metrics(model):
+    """Whether `model.compile` was given `metrics` or `weighted_metrics`."""
+    return getattr(model, "_compile_metrics", None) is not None
+
+
+def symbolic_build(model, data_batch):
+    """Build `model`'s layers and compiled metrics from `data_batch` (`(x, y)`).
+
+    What `model.fit` does before its first step under a strategy; no step runs.
+    """
+    model._symbolic_build(data_batch=data_batch)
+
+
+class FirstReplicaBuild:
+    """Mix into a `keras.Model`: `fit` under a strategy builds from the first
+    replica's share of the first batch (see the module doc)."""
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = getattr(self, "_distribute_strategy", None)
+        if iterator is not None and strategy is not None:
+            for _, _, batches in iterator:  # Keras resets the iterator afterwards
+                first = next(batches)
+                data_batch = tf.nest.map_structure(
+                    lambda value: (strategy.experimental_local_results(value)[0]
+                                   if isinstance(value, tf.distribute.DistributedValues)
+                                   else value), first)
+                break
+            iterator = None
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)

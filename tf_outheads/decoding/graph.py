@@ -1,0 +1,336 @@
+"""Raw strings to translations in TensorFlow ops: the one translation path.
+
+`TranslationGraph` holds what a translation needs (the model, its tokenizers,
+the length limits, the default options) and does every step of it with
+TensorFlow ops, so the same code runs eagerly, inside a `tf.function` and
+inside an exported SavedModel:
+
+    sources (batch,) tf.string
+      └─ encode: cut to `max_input_bytes` (when set), invalid UTF-8 → U+FFFD,
+         SentencePiece tokenize, keep `max_source_length - 1` pieces, + EOS   (CPU)
+      └─ decode: output limit ratio × (pieces + EOS) + offset, 0 for a source
+         without a piece; rows grouped by beam width: greedy_search (width 1)
+         or beam_search (n = 1, or n = width for an n-best list), step
+         function `model.make_step_fn(head cache)`
+      └─ SentencePiece detokenize, `<unk>` replacement by attention        (CPU)
+    translations (batch, n) tf.string, scores (batch, n) float32
+
+It has two hosts. `tf_outheads.decoding.Translator` (Python) checks its
+arguments, encodes all its sources once, decodes them in length-sorted
+batches with the defaults (one search, chosen when traced) and the head cache
+of the current weights, and restores the input order.
+`tf_outheads.export.TranslatorModule` (a SavedModel) calls `translate` with
+per-request options and the head cache frozen as variables at export.
+"""
+
+import tensorflow as tf
+
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from tf_outheads.decoding.beam import beam_search
+from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
+from tf_outheads.decoding.options import (MAX_LENGTH_PENALTY, check_length_limits,
+                                          check_length_penalty)
+from tf_outheads.decoding.unk import replace_unknown_words
+
+OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk")
+_CPU = "/cpu:0"
+
+
+class TranslationGraph:
+    """A model, its tokenizers and the search: raw strings in, translations out, in graph ops.
+
+    Builds nothing when constructed (the tokenizers are first used by
+    `encode` and `texts`); every method is TensorFlow ops only, callable
+    eagerly or when tracing.
+
+    Args:
+        model: a model with `initial_decoding_state(source_ids, max_length)`,
+            `make_step_fn(cache)` and a `head`; `source_alignments(source_ids,
+            target_in)` for `<unk>` replacement.
+        source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
+        target_tokenizer: `tf_outheads.data.SubwordTokenizer`.
+        beam_size: int >= 1, checked by the host. The default beam width;
+            1 decodes greedily. Defaults to 1.
+        length_penalty: float, finite, in `[0, 10]`. The default GNMT α of
+            the beam search. Defaults to 0.0.
+        num_hypotheses: int in `[1, beam_size]`, checked by the host. The
+            default n-best size. Defaults to 1.
+        replace_unk: bool. By default, write the most-attended source word
+            over every `<unk>` (`tf_outheads.decoding.replace_unknown_words`).
+            Defaults to `False`.
+        beam_sizes: iterable of int. The widths a request may ask for
+            (`translate` with options), besides `beam_size`. Defaults to `()`.
+        max_source_length: int >= 2. Sources keep their first
+            `max_source_length - 1` pieces, then EOS. Defaults to 256.
+        max_length_ratio: float > 0. Output limit = ratio × source length
+            (EOS included) + offset. Defaults to 1.5.
+        max_length_offset: int >= 0. Defaults to 10.
+        max_input_bytes: int or `None`. Raw inputs are cut to this many bytes
+            before tokenization; `None` keeps them whole. Defaults to `None`.
+
+    Raises:
+        ValueError: `length_penalty`, `max_length_ratio`,
+            `max_length_offset` or `max_source_length` out of range (named,
+            with the value received), or `replace_unk=True` with a model that
+            cannot align.
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, beam_size=1,
+                 length_penalty=0.0, num_hypotheses=1, replace_unk=False, beam_sizes=(),
+                 max_source_length=256, max_length_ratio=1.5, max_length_offset=10,
+                 max_input_bytes=None):
+        self.length_penalty = check_length_penalty(length_penalty)
+        self.max_length_ratio, self.max_length_offset, self.max_source_length = (
+            check_length_limits(max_length_ratio, max_length_offset, max_source_length))
+        self.can_replace_unk = callable(getattr(model, "source_alignments", None))
+        if replace_unk and not self.can_replace_unk:
+            raise ValueError(
+                "`replace_unk=True` needs a model with `source_alignments(source_ids, "
+                f"target_in)`. Received: a {type(model).__name__} without it")
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.beam_size = int(beam_size)
+        self.num_hypotheses = int(num_hypotheses)
+        self.replace_unk = bool(replace_unk)
+        self.beam_sizes = tuple(sorted({int(width) for width in beam_sizes} | {self.beam_size}))
+        self.max_input_bytes = None if max_input_bytes is None else int(max_input_bytes)
+        # The bound on one step's score that lets the beam search stop early:
+        # 0 for log-probabilities; heads with other scores (cosine) say theirs.
+        self.max_step_score = getattr(model.head, "max_step_score", 0.0)
+
+    # -- the whole request -------------------------------------------------------
+    def translate(self, sources, cache, options=None):
+        """Raw strings → the five outputs of the exported signatures.
+
+        Args:
+            sources: string tensor `(B,)`.
+            cache: dict of tensors, the head's `inference_cache()`.
+            options: `None` (the defaults for every row), or a dict of the
+                request's `OPTION_NAMES`, each a `(None,)` tensor of one value
+                or one per source, a negative value meaning the default (see
+                `tf_outheads.export.TranslatorModule`).
+
+        Returns:
+            dict: `translations` `(B, n)` string, `scores` `(B, n)` float32,
+            `beam_size` `(B,)` int32, `truncated` `(B,)` bool, `empty_source`
+            `(B,)` bool.
+        """
+        if options is not None:
+            checks = self.check_options(tf.size(sources), options)
+            # Refused options fail the request before anything is tokenized, broadcast
+            # or decoded: everything below reads `sources` after the checks.
+            with tf.control_dependencies(checks):
+                sources = tf.identity(sources)
+        batch_size = tf.shape(sources)[0]
+        if options is not None:
+            options = self.resolve_options(options, batch_size)
+        source_ids, num_pieces, truncated = self.encode(sources)
+        translations, scores = self.decode(source_ids, num_pieces, cache, options)
+        return {
+            "translations": translations,  # (B, n)
+            "scores": scores,  # (B, n)
+            # (B,) the width each row was decoded with
+            "beam_size": (tf.fill([batch_size], self.beam_size) if options is None
+                          else options["beam_size"]),
+            "truncated": truncated,  # (B,) pieces dropped past max_source_length
+            "empty_source": tf.equal(num_pieces, 0),  # (B,) no piece: nothing decoded
+        }
+
+    # -- per-request options --------------------------------------------------
+    def check_options(self, batch_size, options):
+        """Asserts refusing the option values a request cannot use.
+
+        Each raises `InvalidArgumentError` with a message naming the option
+        and showing the values received: an option of neither one value nor
+        one per source, a NaN, infinite or > 10 `length_penalty`, and
+        `replace_unk` > 0 when the model cannot align.
+        """
+        checks = []
+        for name, value in options.items():
+            size = tf.size(value)
+            checks.append(tf.debugging.Assert(
+                tf.logical_or(tf.equal(size, 1), tf.equal(size, batch_size)),
+                [f"`{name}` must hold one value, or one per source. Received: {name} of "
+                 "length", size, "for a batch of", batch_size], name=f"check_{name}_length"))
+        length_penalty = options["length_penalty"]
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.logical_and(tf.math.is_finite(length_penalty),
+                                         length_penalty <= MAX_LENGTH_PENALTY)),
+            [f"`length_penalty` must be finite and in [0, {MAX_LENGTH_PENALTY:g}], or "
+             "negative (-1) for the export default. Received: length_penalty=",
+             length_penalty], summarize=16, name="check_length_penalty"))
+        if not self.can_replace_unk:
+            replace_unk = options["replace_unk"]
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all(replace_unk <= 0),
+                ["`replace_unk` is not available in this export (its model has no "
+                 "source_alignments): send 0 or -1. Received: replace_unk=", replace_unk],
+                summarize=16, name="check_replace_unk"))
+        return checks
+
+    def resolve_options(self, options, batch_size):
+        """One value per row: a single value broadcast, negative (or, for sizes, 0) → the
+        default; each width the largest of `beam_sizes` not above the request, each
+        n-best size clipped to `[1, width]`, `replace_unk` > 0 → on."""
+
+        def per_row(name, default, is_default):
+            value = tf.broadcast_to(options[name], [batch_size])
+            return tf.where(is_default(value), tf.cast(default, value.dtype), value)
+
+        beam_size = per_row("beam_size", self.beam_size, lambda v: v < 1)
+        widths = tf.constant(self.beam_sizes, tf.int32)
+        position = tf.reduce_sum(
+            tf.cast(widths[tf.newaxis, :] <= beam_size[:, tf.newaxis], tf.int32), axis=1) - 1
+        beam_size = tf.gather(widths, position)
+        num_hypotheses = per_row("num_hypotheses", self.num_hypotheses, lambda v: v < 1)
+        return {
+            "beam_size": beam_size,
+            "length_penalty": per_row("length_penalty", self.length_penalty, lambda v: v < 0),
+            "num_hypotheses": tf.clip_by_value(num_hypotheses, 1, beam_size),
+            "replace_unk": per_row("replace_unk", int(self.replace_unk), lambda v: v < 0) > 0,
+        }
+
+    # -- the steps ------------------------------------------------------------
+    def encode(self, sources):
+        """Raw strings `(B,)` → source ids `(B, S)` with EOS, piece counts `(B,)`, and
+        whether pieces were dropped past `max_source_length - 1` `(B,)`."""
+        with tf.device(_CPU):
+            text = sources
+            if self.max_input_bytes is not None:
+                text = tf.strings.substr(text, 0, self.max_input_bytes)
+            text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                                replacement_char=0xFFFD,
+                                                replace_control_characters=False)
+            pieces = self.source_tokenizer.tokenize(text)  # ragged (B, None)
+            limit = self.max_source_length - 1
+            truncated = pieces.row_lengths() > limit
+            pieces = pieces[:, :limit]
+            eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sources)[0], 1], EOS_ID))
+            source_ids = tf.concat([tf.cast(pieces, tf.int32), eos], axis=1).to_tensor(PAD_ID)
+            num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
+        return source_ids, num_pieces, truncated
+
+    def decode(self, source_ids, num_pieces, cache, options=None):
+        """Source ids `(B, S)` → translations `(B, n)` string and scores `(B, n)`.
+
+        Args:
+            source_ids, num_pieces: as `encode` returns them (rows of it).
+            cache: dict of tensors, the head's `inference_cache()`.
+            options: `None`: every row with the defaults, and only their search
+                in the graph. Or per-row options as `resolve_options` returns
+                them: rows grouped by width, one search per width of
+                `beam_sizes`, columns padded to the widest n-best list (`""`,
+                score `-inf`).
+        """
+        if options is None:
+            return self._translate_rows(
+                self.beam_size, source_ids, num_pieces, cache, self.length_penalty,
+                self.num_hypotheses, self.replace_unk, self.num_hypotheses)
+        n_best = options["num_hypotheses"]
+        n_out = tf.reduce_max(tf.concat([n_best, [1]], axis=0))
+        indices, texts, scores = [], [], []
+        for width in self.beam_sizes:
+            rows = tf.cast(tf.where(tf.equal(options["beam_size"], width))[:, 0], tf.int32)
+
+            def group(width=width, rows=rows):
+                return self._translate_rows(
+                    width, tf.gather(source_ids, rows), tf.gather(num_pieces, rows), cache,
+                    tf.gather(options["length_penalty"], rows), tf.gather(n_best, rows),
+                    tf.gather(options["replace_unk"], rows), n_out)
+
+            group_texts, group_scores = tf.cond(
+                tf.size(rows) > 0, group,
+                lambda: (tf.fill([0, n_out], ""), tf.zeros([0, n_out], tf.float32)))
+            indices.append(rows)
+            texts.append(group_texts)
+            scores.append(group_scores)
+        return tf.dynamic_stitch(indices, texts), tf.dynamic_stitch(indices, scores)
+
+    def _translate_rows(self, width, source_ids, num_pieces, cache, length_penalty,
+                        num_hypotheses, replace, n_out):
+        """Rows decoded with one width → texts and scores `(b, n_out)`.
+
+        The options are Python values (the same for every row: the search is
+        chosen when traced) or `(b,)` tensors.
+        """
+        # Drop padding columns no row needs.
+        source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
+        ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
+                                  num_hypotheses)
+        texts = self.texts(ids, source_ids, replace)
+        # Columns: the row's own n-best size, padded to the widest asked for.
+        texts, scores = texts[:, :n_out], scores[:, :n_out]
+        if isinstance(num_hypotheses, int):
+            return texts, scores
+        missing = n_out - tf.shape(texts)[1]
+        group_size = tf.shape(texts)[0]
+        texts = tf.concat([texts, tf.fill([group_size, missing], "")], axis=1)
+        scores = tf.concat([scores, tf.fill([group_size, missing], float("-inf"))], axis=1)
+        wanted = tf.range(n_out)[tf.newaxis, :] < num_hypotheses[:, tf.newaxis]
+        return tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf"))
+
+    def search(self, width, source_ids, num_pieces, cache, length_penalty=0.0,
+               num_hypotheses=1):
+        """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`.
+
+        Greedy (the sum of log-scores) for width 1, else the beam search (the
+        GNMT-normalised score). Each row may output up to ratio × (pieces +
+        EOS) + offset tokens; a row without a piece decodes nothing (`""`,
+        score 0). `length_penalty` and `num_hypotheses`: one Python value, or
+        `(b,)` tensors; n = 1 searches for the best hypothesis only, a larger
+        n for the pool's whole top `width` (the stopping rule waits for it).
+        """
+        model = self.model
+        max_length = max_length_from_source(num_pieces + 1, ratio=self.max_length_ratio,
+                                            offset=self.max_length_offset)
+        max_length = tf.where(num_pieces > 0, max_length, 0)
+        step_fn = model.make_step_fn(cache)
+        # The search's loop bound (the largest per-row limit) sizes per-step caches.
+        state = model.initial_decoding_state(source_ids, max_length=tf.reduce_max(max_length))
+        batch_size = tf.shape(source_ids)[0]
+        if width == 1:
+            result = greedy_search(step_fn, state, batch_size, max_length)
+            return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
+        if isinstance(length_penalty, tf.Tensor):
+            # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate
+            # scores and (b, max_steps) stopping bound.
+            length_penalty = length_penalty[:, tf.newaxis]
+
+        def beam(n):
+            result = beam_search(step_fn, state, batch_size, width, max_length,
+                                 length_penalty=length_penalty, num_hypotheses=n,
+                                 max_step_score=self.max_step_score)
+            return result.ids, result.scores
+
+        if isinstance(num_hypotheses, int):
+            return beam(width if num_hypotheses > 1 else 1)
+        return tf.cond(tf.reduce_any(num_hypotheses > 1), lambda: beam(width), lambda: beam(1))
+
+    def texts(self, ids, source_ids, replace):
+        """Hypotheses `(b, n, T)` → strings `(b, n)`; `<unk>` replaced where `replace`
+        (a Python bool, or `(b,)` bool per row). Only batches with an `<unk>` to
+        replace pay for the teacher-forced alignment pass."""
+        shape = tf.shape(ids)
+        # Explicit sizes: `-1` cannot be inferred when T is 0 (nothing decoded).
+        flat_ids = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # (b·n, T)
+        with tf.device(_CPU):
+            plain = self.target_tokenizer.detokenize(flat_ids)
+        if replace is not False and self.can_replace_unk:
+            flat_replace = tf.repeat(tf.broadcast_to(replace, shape[:1]), shape[1])
+            wanted = flat_replace & tf.reduce_any(tf.equal(flat_ids, UNK_ID), axis=1)
+
+            def replaced():
+                sources = tf.repeat(source_ids, shape[1], axis=0)
+                target_in = tf.concat(
+                    [tf.fill([tf.shape(flat_ids)[0], 1], BOS_ID), flat_ids[:, :-1]], axis=1)
+                alignments = self.model.source_alignments(sources, target_in)
+                texts = replace_unknown_words(flat_ids, sources, alignments,
+                                              self.source_tokenizer, self.target_tokenizer)
+                return tf.where(flat_replace, texts, plain)
+
+            plain = tf.cond(tf.reduce_any(wanted), replaced, lambda: plain)
+        return tf.reshape(plain, shape[:2])
+
+
+__all__ = ["OPTION_NAMES", "TranslationGraph"]

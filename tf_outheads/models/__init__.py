@@ -1,0 +1,8 @@
+"""Seq2seq models that take any head: the base class and the contracts it keeps."""
+
+from tf_outheads.models.contracts import AuxiliaryHead
+from tf_outheads.models.contracts import DecodingModel
+from tf_outheads.models.contracts import OutputHead
+from tf_outheads.models.seq2seq import Seq2SeqModel
+
+__all__ = ["AuxiliaryHead", "DecodingModel", "OutputHead", "Seq2SeqModel"]

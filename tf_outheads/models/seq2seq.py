@@ -1,0 +1,206 @@
+"""`Seq2SeqModel`: what every encoder–decoder of the zoo shares, whatever its backbone.
+
+A subclass (`zoo.LSTMSeq2Seq`, `zoo.TransformerSeq2Seq`) brings its encoder and
+decoder and keeps only what differs between backbones:
+
+- `hidden_size`: the size of the decoder outputs `h` the heads read;
+- `build_network()`: build its embeddings, encoder and decoder (every shape is
+  known at construction);
+- `teacher_forced(source_ids, target_in, training, return_alignments)` → `h`
+  `(B, T, d_h)` (and the attention `(B, T, S)` with `return_alignments`);
+- `initial_decoding_state(source_ids, max_length)` and
+  `decoder_step(ids_t, state)` → `(h_t (B, d_h), new state)`;
+- `initialize(variables)`: its initialisation scheme beyond the layers'
+  initializers (the LSTM's U(±a)), if any.
+
+This class owns the rest, once: the source and target embeddings (separate, or
+the two sides of shared-private embeddings, Liu et al. 2019), the output head
+and the auxiliary ReWE head (built after every other weight, so a model with
+λ = 0 starts, and trains, exactly as the plain one), the training contract
+(`tf_outheads.training.objective`), the decoding step function, the parameter
+groups and the config of those parts.
+"""
+
+import keras
+from keras import ops
+
+from tf_outheads.layers.heads import build_head, head_to_spec
+from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
+from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
+from tf_outheads.training.objective import HeadLossMixin
+from tf_outheads.validation import positive_int
+
+__all__ = ["Seq2SeqModel"]
+
+
+class Seq2SeqModel(HeadLossMixin, keras.Model):
+    """Base class of the encoder–decoders that take any output head.
+
+    Args:
+        source_vocabulary_size: int.
+        target_vocabulary_size: int.
+        **kwargs: passed to `keras.Model`.
+
+    A subclass's `__init__` calls `super().__init__(V_s, V_t, **kwargs)`, then
+    `self.build_embeddings(...)`, creates its encoder and decoder, and ends
+    with `self.build_heads(head, rewe)`. See the module doc for what it defines.
+
+    Call arguments:
+        inputs: dict with `"source_ids"` `(B, S)` and `"target_in"` `(B, T)`,
+            int32, padded with 0.
+        training: bool.
+
+    Returns:
+        The head's output: logits `(B, T, V)` for categorical heads, vectors
+        `(B, T, m)` for continuous ones. Inside `model.training_outputs()`
+        (training and evaluation steps) `{"hidden": (B, T, d_h)}`, which every
+        loss reads (`tf_outheads.training.objective`).
+    """
+
+    def __init__(self, source_vocabulary_size, target_vocabulary_size, **kwargs):
+        super().__init__(**kwargs)
+        self.source_vocabulary_size = positive_int("source_vocabulary_size",
+                                                   source_vocabulary_size)
+        self.target_vocabulary_size = positive_int("target_vocabulary_size",
+                                                   target_vocabulary_size)
+
+    # -- construction -----------------------------------------------------
+    def build_embeddings(self, source_dim, target_dim, initializer, shared_private=None):
+        """Create `self.source_embedding` and `self.target_embedding`.
+
+        Two `keras.layers.Embedding` (`source_dim`, `target_dim` columns), or,
+        with `shared_private`, the two sides of a `SharedPrivateEmbedding` of
+        `target_dim` columns (`self.shared_private`; `source_dim` must then
+        equal `target_dim`). The target side is the embedding every tied,
+        joint or ReWE head reuses.
+
+        Args:
+            initializer: callable returning a fresh Keras initializer (one
+                per table: a Keras random initializer repeats its draw).
+        """
+        if shared_private is not None:
+            if source_dim != target_dim:
+                raise ValueError(
+                    "Shared-private embeddings have one size for both sides. "
+                    f"Received: source size {source_dim}, target size {target_dim}")
+            self.shared_private = shared_private_argument(
+                shared_private, self.source_vocabulary_size, self.target_vocabulary_size,
+                target_dim, embeddings_initializer=initializer(), dtype=self.dtype_policy)
+            self.source_embedding = self.shared_private.source
+            self.target_embedding = self.shared_private.target
+            return
+        self.shared_private = None
+        self.source_embedding = keras.layers.Embedding(
+            self.source_vocabulary_size, source_dim, embeddings_initializer=initializer(),
+            dtype=self.dtype_policy, name="source_embedding")
+        self.target_embedding = keras.layers.Embedding(
+            self.target_vocabulary_size, target_dim, embeddings_initializer=initializer(),
+            dtype=self.dtype_policy, name="target_embedding")
+
+    def build_heads(self, head, rewe):
+        """Create the output head, build the whole network, then the ReWE head.
+
+        Order: the head object, `build_network()` (embeddings, encoder,
+        decoder), the head's weights, `initialize(self.weights)`; then the
+        auxiliary ReWE head and `initialize` of its trainable weights, so
+        every other weight draws the same values with or without it.
+        """
+        self.head = build_head(head, self.target_vocabulary_size, self.target_embedding,
+                               dtype=self.dtype_policy)
+        self.build_network()
+        if not self.head.built:
+            self.head.build((None, None, self.hidden_size))
+        self.built = True
+        self.initialize(self.weights)
+        self.rewe = build_rewe_head(rewe, self.target_vocabulary_size, self.target_embedding,
+                                    dtype=self.dtype_policy)
+        if self.rewe is not None:
+            if not self.rewe.built:
+                self.rewe.build((None, None, self.hidden_size))
+            # Its trainable weights only: a pretrained target table stays as given.
+            self.initialize(self.rewe.trainable_weights)
+
+    @property
+    def hidden_size(self):
+        """Size of the decoder outputs `h` the heads read."""
+        raise NotImplementedError
+
+    def build_network(self):
+        """Build the embeddings, encoder and decoder (shapes known at construction)."""
+        raise NotImplementedError
+
+    def initialize(self, variables):
+        """Re-draw `variables` by the model's initialisation scheme; none by default."""
+
+    # -- the two passes ---------------------------------------------------
+    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False):
+        """`h (B, T, d_h)` of a teacher-forced pass (and the attention `(B, T, S)`)."""
+        raise NotImplementedError
+
+    def call(self, inputs, training=False):
+        h = self.teacher_forced(inputs["source_ids"], inputs["target_in"], training=training)
+        return self.head_outputs(h, training)
+
+    def initial_decoding_state(self, source_ids, max_length=None):
+        """The decoding state of a batch of sources, for `max_length` steps."""
+        raise NotImplementedError
+
+    def decoder_step(self, ids_t, state):
+        """One decoding step: `ids_t (B,)` int32 → `(h_t (B, d_h), new state)`."""
+        raise NotImplementedError
+
+    def make_step_fn(self, cache=None):
+        """`step_fn(ids_t, state) → (log_scores (B, V), new_state)` for the decoders.
+
+        The head's `inference_cache()` is computed once here, not per step.
+        """
+        if cache is None:
+            cache = self.head.inference_cache()
+
+        def step_fn(ids_t, state):
+            h_t, new_state = self.decoder_step(ops.cast(ids_t, "int32"), state)
+            return self.head.scores(h_t, cache), new_state
+
+        return step_fn
+
+    def source_alignments(self, source_ids, target_in):
+        """Attention weights `(B, T, S)` float32 of every target position.
+
+        Row `t` is where the decoder attended when it scored the word after
+        `target_in[:, t]`: run on `[BOS] + output[:-1]`, it says where each
+        output word came from (`tf_outheads.decoding.replace_unknown_words`).
+        Source padding gets weight 0.
+        """
+        _, alignments = self.teacher_forced(source_ids, target_in, training=False,
+                                            return_alignments=True)
+        return alignments
+
+    # -- parts ------------------------------------------------------------
+    def auxiliary_heads(self):
+        """`{"rewe": ReWEHead}` with a ReWE head, else `{}` (trained next to the head)."""
+        return {"rewe": self.rewe} if self.rewe is not None else {}
+
+    def parameter_groups(self):
+        """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
+        embeddings = self.source_embedding.weights + self.target_embedding.weights
+        return {
+            "embeddings": embeddings,
+            "encoder": self.encoder.weights,
+            # A decoder that embeds its own inputs holds the target table too.
+            "decoder": [w for w in self.decoder.weights if all(w is not e for e in embeddings)],
+            "output_layer": self.head.weights,
+            # Training only: not part of the inference model.
+            **({"rewe": self.rewe.weights} if self.rewe is not None else {}),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "source_vocabulary_size": self.source_vocabulary_size,
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "head": head_to_spec(self.head),
+            "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
+            "shared_private": (shared_private_to_spec(self.shared_private)
+                               if self.shared_private is not None else None),
+        })
+        return config

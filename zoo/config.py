@@ -1,0 +1,671 @@
+"""The run configuration: one typed schema for presets, `--set`, run files and `preset.json`.
+
+A run is configured by four sections, each a frozen dataclass whose fields are
+its keys (type, default, one-line doc): `DataConfig` (corpus, cleaning,
+tokenizer, batching), a model section (`LSTMConfig` or `TransformerConfig`,
+chosen by `model.model_type`; the keys every model type has are those of
+`ModelConfig`), `TrainConfig` (optimizer, loss, schedule, budgets,
+distribution) and `DecodeConfig`. `RunConfig` holds the four and a
+description. Everything that reads settings goes through the same checks:
+
+- presets (`zoo.presets`): a parent (or the defaults) and the keys it changes,
+  `RunConfig.updated`;
+- `--set section.key=value` and other dotted overrides, `RunConfig.with_overrides`;
+- a user's run file (YAML or JSON, an optional `preset:` base),
+  `load_run_config`;
+- a run directory's stored `preset.json`, `read_stored_preset`: a key the file
+  lacks gets the value the code used before the key existed (`legacy`).
+
+An unknown key is refused with the section's valid keys and the closest one;
+a key of the other model type says which type it belongs to; values are
+checked (and numbers coerced) against the field's type and choices.
+
+`RunConfig.to_dict()` is the plain nested dict the rest of the zoo reads
+(`zoo.train`, the CLI): `train.model_type` stays where it was (the typed
+config keeps it in `model`), and `model` holds exactly the keyword arguments of
+the model class.
+"""
+
+import copy
+import dataclasses
+import difflib
+import json
+import os
+import types
+import typing
+
+SECTIONS = ("data", "model", "train", "decode")
+EMBEDDED_CORPUS = os.path.join(os.path.dirname(__file__), "data", "bible-es-en.tsv.gz")
+
+# The SWORD export of the WEB appends the last heading it saw to later verses:
+# Psalm 145's superscription to 3,616 verses from Psalm 145:21 to Malachi, the
+# Psalm 151 note to 7,201 New Testament verses (dev and test included). They
+# are not part of the verses; keeping them inflates BLEU (the model learns to
+# emit them). Counted and stripped from the target column of every split.
+BIBLE_WEB_ARTIFACTS = (
+    "A praise psalm by David.",
+    "This Psalm is a genuine one of David, though extra, composed when he fought "
+    "in single combat with Goliath.",
+)
+
+_SAME = object()  # `legacy` unset: a stored file without the key gets the default
+
+
+class ConfigError(ValueError):
+    """A setting the schema refuses: unknown key, wrong type, value not among the choices."""
+
+
+def setting(default, doc, *, legacy=_SAME, choices=None, keys=None):
+    """A schema field: its default, its one-line doc and its checks.
+
+    Args:
+        default: the value when nothing sets the key (copied for lists and dicts).
+        doc: str, one line: what the key does (docs/presets.md prints it).
+        legacy: the value for a stored `preset.json` written before the key
+            existed (what the code did without it). Defaults to `default`.
+        choices: tuple of the allowed values, or `None`.
+        keys: tuple of the keys a dict value may have, or `None` (any).
+    """
+    metadata = {"doc": doc, "legacy": legacy, "choices": choices, "keys": keys}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
+                                 metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+# -- the schema -------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Corpus, cleaning, tokenizer and batching (`zoo.train.load_splits`, `_run_training`)."""
+
+    corpus: str = setting(EMBEDDED_CORPUS, "TSV corpus with train/dev/test splits "
+                          "(default: the embedded Bible corpus)")
+    source_column: str = setting("es", "column of the source sentences")
+    target_column: str = setting("en_web", "column of the target sentences (the primary "
+                                 "reference)")
+    reference_columns: list[str] = setting(["en_kjv"], "further reference columns scored "
+                                           "at evaluation")
+    strip_target_suffixes: list[str] = setting(
+        list(BIBLE_WEB_ARTIFACTS), "known boilerplate stripped from the end of target "
+        "sentences (every split), counted; pairs still containing it are dropped from train",
+        legacy=[])  # runs stored without the key stripped nothing
+    max_length: int | None = setting(100, "cleaning: drop training pairs with more "
+                                     "whitespace tokens than this on either side")
+    max_length_ratio: float | None = setting(2.5, "cleaning: drop training pairs whose "
+                                             "token counts differ by more than this ratio")
+    vocab_size: int = setting(8000, "SentencePiece vocabulary size (per side when not joint)")
+    joint_vocabulary: bool = setting(True, "one SentencePiece model for both languages")
+    tokenizer_type: str = setting("bpe", "SentencePiece model type",
+                                  choices=("bpe", "unigram"))
+    tokenizer_seed: int | None = setting(None, "SentencePiece's seed; None: train.seed")
+    batch_tokens: int = setting(4096, "padded tokens per batch, source and target each "
+                                "(the global batch under a distribution strategy)")
+    # Length buckets 1 token wide, carried over passes: batches as full as
+    # OpenNMT-py's sorted-pool ones (tf_outheads.data.pipeline; issue 17).
+    bucket_width: int = setting(1, "width in tokens of the length buckets of the training "
+                                "batches", legacy=8)  # runs stored without it used 8
+    max_sequence_length: int | None = setting(160, "subword tokens incl. EOS/BOS; longer "
+                                              "training pairs are dropped")
+    target_vectors: dict | None = setting(
+        None, "target word vectors of a continuous head or ReWE: None, or {dim, epochs, "
+        "path} (a .vec/.bin file; without one, FastText is trained on the target side)",
+        keys=("dim", "epochs", "path"))
+
+
+MODEL_TYPES = ("lstm", "transformer")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """The keys of every model type; `LSTMConfig` and `TransformerConfig` add their own."""
+
+    model_type: str = setting("lstm", "the zoo model: zoo.LSTMSeq2Seq or "
+                              "zoo.TransformerSeq2Seq", choices=MODEL_TYPES)
+    head: str | dict = setting(
+        "softmax", "output layer: a registered head name, or {class_name, config}",
+        keys=("class_name", "config"))
+    rewe: dict | None = setting(None, "ReWE head options (hidden_dim, embedding_dim, "
+                                "targets, prediction), or None: no ReWE head")
+    shared_private: dict | None = setting(
+        None, "shared-private embeddings (pairs, threshold, sharing_ratios), or None: "
+        "separate tables")
+
+
+@dataclasses.dataclass(frozen=True)
+class LSTMConfig(ModelConfig):
+    """`zoo.LSTMSeq2Seq`: attentional LSTM (Luong et al. 2015); defaults are the class's."""
+
+    embedding_dim: int = setting(512, "target (and source) embedding size")
+    source_embedding_dim: int | None = setting(None, "source embedding size; None: "
+                                               "embedding_dim")
+    hidden_dim: int = setting(512, "LSTM units (both directions together when bidirectional)")
+    num_layers: int = setting(2, "LSTM layers of the encoder and of the decoder")
+    encoder_layers: int | None = setting(None, "encoder layers; None: num_layers")
+    decoder_layers: int | None = setting(None, "decoder layers; None: num_layers")
+    bidirectional_encoder: bool = setting(False, "a bidirectional encoder")
+    dropout: float = setting(0.3, "dropout between layers and on the attentional state")
+    input_feeding: bool = setting(True, "feed the previous attentional state to the decoder")
+    attention_score: str = setting("general", "Luong attention score",
+                                   choices=("general", "dot"))
+    uniform_init: float | None = setting(0.1, "every weight drawn from U(-a, a) "
+                                         "(OpenNMT-py); None: Keras' initialisers")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig(ModelConfig):
+    """`zoo.TransformerSeq2Seq` (Vaswani et al. 2017); defaults are the class's (base)."""
+
+    model_dim: int = setting(512, "d_model")
+    ffn_dim: int = setting(2048, "d_ff, the feed-forward inner size")
+    num_heads: int = setting(8, "attention heads")
+    encoder_layers: int = setting(6, "encoder layers")
+    decoder_layers: int = setting(6, "decoder layers")
+    dropout: float = setting(0.1, "dropout on residuals and embeddings")
+    attention_dropout: float = setting(0.1, "dropout on attention weights")
+    ffn_dropout: float = setting(0.1, "dropout inside the feed-forward block")
+    norm: str = setting("post", "layer norm placement", choices=("post", "pre"))
+
+
+MODEL_CONFIGS = {"lstm": LSTMConfig, "transformer": TransformerConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimizer, loss, budgets, evaluation, backups and distribution (`zoo.train`)."""
+
+    learning_rate: float | None = setting(1e-3, "Adam's learning rate; None: given by "
+                                          "learning_rate_schedule")
+    learning_rate_schedule: dict | None = setting(
+        None, "None, or {name: inverse_sqrt, warmup_steps, scale} (replaces learning_rate)")
+    optimizer: str = setting("adam", "optimizer", choices=("adam", "lazy_adam"))
+    adam_beta_2: float | None = setting(None, "Adam's beta_2; None: Keras' 0.999")
+    adam_epsilon: float | None = setting(None, "Adam's epsilon; None: Keras' 1e-7")
+    clipnorm: float | None = setting(None, "clip each gradient to this norm on its own")
+    global_clipnorm: float | None = setting(None, "scale all gradients to this joint norm "
+                                            "(at most one of the two clipping keys)")
+    label_smoothing: float = setting(0.0, "label smoothing of the cross-entropy")
+    sampled_softmax: dict | None = setting(
+        None, "SampledSoftmaxLoss options ({fraction, mode, ...}), or None: full softmax")
+    loss: dict | None = setting(
+        None, "a loss by name for heads that need their own ({class_name: vmf, cosine or "
+        "mse, config}); None: cross-entropy (or the sampled softmax)",
+        keys=("class_name", "config"))
+    rewe: dict | None = setting(None, "ReWE loss {weight, distance: cosine or mse} of a "
+                                "model with model.rewe, or None", keys=("weight", "distance"))
+    steps_per_epoch: int = setting(2000, "optimizer steps between dev evaluations")
+    epochs: int = setting(30, "epochs (evaluations) at most")
+    max_steps: int | None = setting(None, "optimizer step budget; None: none")
+    max_minutes: float | None = setting(None, "wall-clock training budget; None: none")
+    patience: int | None = setting(5, "early stopping after this many evaluations without "
+                                   "a better dev BLEU; None: never")
+    seed: int = setting(1234, "seed of weights, data order and sampling")
+    # tf_outheads.training.fit: distribution, precision, accumulation, backups.
+    strategy: str = setting("default", "tf.distribute strategy: one device, the local "
+                            "GPUs, or the workers of TF_CONFIG",
+                            choices=("default", "mirrored", "multi_worker"))
+    num_gpus: int | None = setting(None, "mirrored: use the first N GPUs; None: all")
+    precision: str = setting("float32", "dtype policy (mixed_float16 adds loss scaling)",
+                             choices=("float32", "mixed_float16", "mixed_bfloat16"))
+    accumulation_steps: int = setting(1, "global batches per optimizer update")
+    backup_every_n_steps: int = setting(200, "steps between backups (weights, optimizer, "
+                                        "data position; also at each epoch's end) in "
+                                        "RUN_DIR/backup")
+    keep_backups: int = setting(3, "backups kept (the best model's is kept too)")
+    nonfinite: str = setting("raise", "what a non-finite loss does",
+                             choices=("raise", "skip"))
+    average_last: int | None = setting(None, "final model: the mean of the last N backups' "
+                                       "weights (N <= keep_backups); None: the best "
+                                       "dev-BLEU weights")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    """Decoding of dev/test and `tf-outheads translate` (`Translator`); defaults are its own."""
+
+    batch_size: int = setting(64, "sentences per decoding batch")
+    max_length_ratio: float = setting(1.5, "output limit: ratio × source length + offset")
+    max_length_offset: int = setting(10, "output limit: ratio × source length + offset")
+    beam_size: int = setting(1, "beam width; 1: greedy search")
+    length_penalty: float = setting(0.0, "GNMT length penalty alpha")
+    replace_unk: bool = setting(False, "copy the most-attended source word over each "
+                                "unknown-word token")
+
+
+SECTION_CONFIGS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+
+# -- values -----------------------------------------------------------------------------------
+
+def _type_name(annotation):
+    if isinstance(annotation, types.UnionType):
+        return " or ".join(_type_name(arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if typing.get_origin(annotation) is list:
+        return f"list of {_type_name(typing.get_args(annotation)[0])}"
+    return annotation.__name__
+
+
+def _coerce(value, annotation):
+    """`value` as `annotation` (int, float, bool, str, dict, None, `list[X]`, unions), or
+    raises `TypeError`. Numbers written as strings (YAML reads `1e-3` as one) and
+    `true`/`false` are converted; an integral float is an int."""
+    if isinstance(annotation, types.UnionType):
+        for arg in typing.get_args(annotation):
+            try:
+                return _coerce(value, arg)
+            except TypeError:
+                pass
+        raise TypeError
+    if annotation is type(None):
+        if value is None:
+            return None
+        raise TypeError
+    if typing.get_origin(annotation) is list:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        return [_coerce(item, typing.get_args(annotation)[0]) for item in value]
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise TypeError
+    if annotation is int:
+        if isinstance(value, str):
+            try:
+                value = float(value) if value.strip() else value
+            except ValueError:
+                raise TypeError from None
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError
+    if annotation is float:
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                raise TypeError from None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise TypeError
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError
+    if annotation is dict:
+        if isinstance(value, dict):
+            return copy.deepcopy(value)
+        raise TypeError
+    raise TypeError
+
+
+def _check_value(field, value, dotted, source):
+    """The value of `field` (dotted name `dotted`) as its type, checked; `ConfigError` else."""
+    try:
+        value = _coerce(value, field.type)
+    except TypeError:
+        raise ConfigError(f"{source}: {dotted} must be {_type_name(field.type)}. "
+                          f"Received: {dotted}={value!r}") from None
+    choices = field.metadata["choices"]
+    if choices is not None and value is not None and value not in choices:
+        raise ConfigError(f"{source}: {dotted} must be one of {', '.join(map(repr, choices))}. "
+                          f"Received: {dotted}={value!r}")
+    allowed = field.metadata["keys"]
+    if allowed is not None and isinstance(value, dict):
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise ConfigError(f"{source}: {dotted} takes the keys {', '.join(allowed)}; "
+                              f"{', '.join(unknown)} is not one of them. "
+                              f"Received: {dotted}={value!r}")
+        if "class_name" in allowed and not isinstance(value.get("class_name"), str):
+            raise ConfigError(f"{source}: {dotted} needs a 'class_name'. "
+                              f"Received: {dotted}={value!r}")
+    return value
+
+
+def section_fields(section, model_type="lstm"):
+    """`{key: dataclasses.Field}` of a section (the model section of `model_type`)."""
+    cls = MODEL_CONFIGS[model_type] if section == "model" else SECTION_CONFIGS[section]
+    return {field.name: field for field in dataclasses.fields(cls)}
+
+
+def _unknown_key(section, key, value, source, model_type):
+    """The `ConfigError` of `section.key`, which the section (of `model_type`) lacks."""
+    valid = section_fields(section, model_type)
+    candidates = list(valid)
+    which = ""
+    if section == "model":
+        which = f" (model_type {model_type!r})"
+        owners = [other for other in MODEL_TYPES
+                  if other != model_type and key in section_fields("model", other)]
+        if owners:
+            raise ConfigError(
+                f"{source}: model.{key} applies to model_type {owners[0]!r} only, and this "
+                f"configuration's model_type is {model_type!r}. Valid model keys{which}: "
+                f"{', '.join(sorted(valid))}. Received: model.{key}={value!r}")
+        candidates += [k for other in MODEL_TYPES for k in section_fields("model", other)]
+    close = difflib.get_close_matches(key, candidates, n=1)
+    hint = f"; did you mean {section}.{close[0]}?" if close else "."
+    raise ConfigError(f"{source}: unknown setting {section}.{key}{hint} Valid {section} "
+                      f"keys{which}: {', '.join(sorted(valid))}. "
+                      f"Received: {section}.{key}={value!r}")
+
+
+def _unknown_section(section, source, received):
+    close = difflib.get_close_matches(section, SECTIONS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "."
+    return ConfigError(f"{source}: unknown section {section!r}{hint} Settings are "
+                       f"SECTION.KEY with SECTION one of {', '.join(SECTIONS)}. "
+                       f"Received: {received}")
+
+
+def _migrate(changes, source):
+    """Old spellings → today's, in a `{section: {key: value}}` dict (copied):
+    `train.model_type` (before the schema) → `model.model_type`."""
+    changes = {section: dict(values) for section, values in changes.items()}
+    train = changes.get("train") or {}
+    if "model_type" in train:
+        old = train.pop("model_type")
+        model = changes.setdefault("model", {})
+        if "model_type" in model and model["model_type"] != old:
+            raise ConfigError(f"{source}: train.model_type (the old spelling of "
+                              f"model.model_type) says {old!r}, model.model_type "
+                              f"{model['model_type']!r}. Received: train.model_type={old!r}")
+        model.setdefault("model_type", old)
+    return changes
+
+
+# -- the configuration ------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """A whole run's settings: `data`, `model`, `train`, `decode` and a description.
+
+    `RunConfig()` is the schema's defaults. Derive others with `updated`
+    (section dicts) or `with_overrides` (dotted keys); both check every key
+    and value and return a new config.
+    """
+
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=LSTMConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+    description: str = ""
+
+    def updated(self, changes, source="configuration", description=None):
+        """A copy with `changes` (`{section: {key: value}}`) applied, checked.
+
+        Changing `model.model_type` starts the model section from the new type's
+        defaults, keeping the keys every type has (`head`, `rewe`,
+        `shared_private`); the other model keys of `changes` apply after it.
+
+        Raises:
+            ConfigError: naming `source`, the key and the valid keys of its section.
+        """
+        for section, values in changes.items():
+            if section not in SECTIONS:
+                raise _unknown_section(section, source, f"{section}={values!r}")
+            if not isinstance(values, dict):
+                raise ConfigError(f"{source}: section {section!r} must be a mapping of keys "
+                                  f"to values. Received: {section}={values!r}")
+        changes = _migrate(changes, source)
+        sections = {section: getattr(self, section) for section in SECTIONS}
+        model_changes = dict(changes.get("model", {}))
+        if "model_type" in model_changes:
+            field = section_fields("model")["model_type"]
+            model_type = _check_value(field, model_changes.pop("model_type"),
+                                      "model.model_type", source)
+            if model_type != self.model.model_type:
+                common = {f.name: getattr(self.model, f.name)
+                          for f in dataclasses.fields(ModelConfig) if f.name != "model_type"}
+                sections["model"] = MODEL_CONFIGS[model_type](model_type=model_type, **common)
+        if model_changes:
+            changes = dict(changes, model=model_changes)
+        else:
+            changes.pop("model", None)
+        for section, values in changes.items():
+            current = sections[section]
+            fields = section_fields(section, getattr(sections["model"], "model_type"))
+            checked = {}
+            for key, value in values.items():
+                if key not in fields:
+                    _unknown_key(section, key, value, source, sections["model"].model_type)
+                checked[key] = _check_value(fields[key], value, f"{section}.{key}", source)
+            sections[section] = dataclasses.replace(current, **checked)
+        return RunConfig(**sections,
+                         description=self.description if description is None else description)
+
+    def with_overrides(self, overrides, source="configuration"):
+        """A copy with dotted overrides applied (`{"train.max_minutes": 5}`), checked
+        as `updated` checks them (`train.model_type` is read as `model.model_type`)."""
+        changes = {}
+        for dotted, value in (overrides or {}).items():
+            section, _, key = str(dotted).partition(".")
+            if section not in SECTIONS or not key:
+                raise _unknown_section(section, source, f"{dotted}={value!r}")
+            changes.setdefault(section, {})[key] = value
+        return self.updated(changes, source)
+
+    @classmethod
+    def from_dict(cls, values, source="configuration", stored=False):
+        """The config of a plain `{description?, data, model, train, decode}` dict
+        (`to_dict`'s layout or the new one). Keys it lacks get the defaults, or with
+        `stored=True` (a run directory's `preset.json`) their `legacy` values."""
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: expected a mapping with the sections "
+                              f"{', '.join(SECTIONS)}. Received: {type(values).__name__}")
+        extra = sorted(set(values) - set(SECTIONS) - {"description"})
+        if extra:
+            raise _unknown_section(extra[0], source, f"{extra[0]}={values[extra[0]]!r}")
+        changes = {section: values[section] for section in SECTIONS if section in values}
+        for section, value in changes.items():
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: section {section!r} must be a mapping of keys "
+                                  f"to values. Received: {section}={value!r}")
+        changes = _migrate(changes, source)
+        if stored:  # keys the file lacks: what the code did before they existed
+            model_type = changes.get("model", {}).get("model_type", "lstm")
+            for section in SECTIONS:
+                fields = section_fields(section, model_type if model_type in MODEL_TYPES
+                                        else "lstm")
+                for key, field in fields.items():
+                    if (field.metadata["legacy"] is not _SAME
+                            and key not in changes.get(section, {})):
+                        changes.setdefault(section, {})[key] = field.metadata["legacy"]
+        description = values.get("description", "")
+        if not isinstance(description, str):
+            raise ConfigError(f"{source}: description must be str. "
+                              f"Received: description={description!r}")
+        return cls().updated(changes, source, description=description)
+
+    def to_dict(self):
+        """The plain nested dict the zoo reads: `{description, data, model, train, decode}`.
+
+        `train.model_type` is where consumers read it; `model` holds the model
+        class's keyword arguments (its own keys first, then `head`, `rewe`,
+        `shared_private`).
+        """
+        def values(config, names):
+            return {name: copy.deepcopy(getattr(config, name)) for name in names}
+
+        common = [f.name for f in dataclasses.fields(ModelConfig) if f.name != "model_type"]
+        own = [f.name for f in dataclasses.fields(self.model)
+               if f.name not in common and f.name != "model_type"]
+        return {
+            "description": self.description,
+            "data": values(self.data, [f.name for f in dataclasses.fields(self.data)]),
+            "model": values(self.model, own + common),
+            "train": {"model_type": self.model.model_type,
+                      **values(self.train, [f.name for f in dataclasses.fields(self.train)])},
+            "decode": values(self.decode, [f.name for f in dataclasses.fields(self.decode)]),
+        }
+
+
+def apply_overrides(preset, overrides, name):
+    """The plain preset dict `preset` (named `name` in errors) with dotted overrides
+    applied, checked against the schema; returns a new dict (`RunConfig.to_dict`)."""
+    source = f"preset {name!r}"
+    return RunConfig.from_dict(preset, source).with_overrides(overrides, source).to_dict()
+
+
+# -- files --------------------------------------------------------------------------------------
+
+RUN_FILE_KEYS = ("preset", "description") + SECTIONS
+
+
+def _read_mapping(path):
+    """A YAML (or, for `.json`, JSON) file's top-level mapping."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".json"):
+        try:
+            values = json.loads(text)
+        except ValueError as error:
+            raise ConfigError(f"{path}: not valid JSON ({error})") from None
+    else:
+        import yaml
+
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(error).split())})") \
+                from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping of {', '.join(RUN_FILE_KEYS)}. "
+                          f"Received: {type(values).__name__}")
+    return values
+
+
+def read_run_config(path, overrides=None):
+    """`(preset_name or None, RunConfig)` of a run file (see `load_run_config`)."""
+    path = os.fspath(path)
+    values = _read_mapping(path)
+    unknown = sorted(set(values) - set(RUN_FILE_KEYS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], RUN_FILE_KEYS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}{hint} A run file "
+                          f"has {', '.join(RUN_FILE_KEYS)}. Received: {unknown[0]}="
+                          f"{values[unknown[0]]!r}")
+    name = values.get("preset")
+    if name is None:
+        config = RunConfig()
+    else:
+        from zoo.presets import PRESET_CONFIGS
+
+        if name not in PRESET_CONFIGS:
+            close = difflib.get_close_matches(str(name), PRESET_CONFIGS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{path}: unknown preset{hint}. Available: "
+                              f"{', '.join(sorted(PRESET_CONFIGS))}. Received: preset={name!r}")
+        config = PRESET_CONFIGS[name]
+    description = values.get("description")
+    if description is None:
+        description = (f"{name}, " if name else "") + f"settings of {os.path.basename(path)}"
+    if not isinstance(description, str):
+        raise ConfigError(f"{path}: description must be str. "
+                          f"Received: description={description!r}")
+    changes = {section: values[section] for section in SECTIONS
+               if values.get(section) is not None}
+    config = config.updated(changes, path, description=description)
+    return name, config.with_overrides(overrides, path)
+
+
+def load_run_config(path, overrides=None):
+    """The settings of a user's run file, as `zoo.presets.get_preset` returns a preset's.
+
+    The file (YAML, or JSON for a `.json` name) is a mapping with an optional
+    `preset:` (the base; default: the schema's defaults), an optional
+    `description:` and any of the sections `data`, `model`, `train`, `decode`,
+    each a mapping of the keys it changes::
+
+        preset: lstm-cpu
+        data:
+          corpus: my-corpus.tsv
+          source_column: de
+          target_column: en
+          reference_columns: []
+        train:
+          max_minutes: 30
+
+    Args:
+        path: str or path-like.
+        overrides: dotted overrides applied after the file (`--set`).
+
+    Returns:
+        The plain dict `{description, data, model, train, decode}` (`RunConfig.to_dict`).
+
+    Raises:
+        ConfigError: naming the file and the key; OSError: unreadable file.
+    """
+    return read_run_config(path, overrides)[1].to_dict()
+
+
+def read_stored_preset(path):
+    """`(name, preset dict)` of a run directory's `preset.json`, in today's form.
+
+    Files written before a key existed resume as they trained: the key gets its
+    `legacy` value (`data.bucket_width` 8, `data.strip_target_suffixes` none);
+    `train.model_type` is read as `model.model_type`.
+
+    Raises:
+        ValueError: not JSON; ConfigError: a key the schema does not know.
+    """
+    with open(path, encoding="utf-8") as f:
+        stored = json.load(f)
+    if not isinstance(stored, dict):
+        raise ConfigError(f"{path}: expected a mapping. Received: {type(stored).__name__}")
+    sections = {key: value for key, value in stored.items() if key != "name"}
+    return stored.get("name"), RunConfig.from_dict(sections, path, stored=True).to_dict()
+
+
+# -- documentation ------------------------------------------------------------------------------
+
+def _format_default(value):
+    if isinstance(value, str) and value == EMBEDDED_CORPUS:
+        return "the embedded Bible corpus"
+    if isinstance(value, list) and value == list(BIBLE_WEB_ARTIFACTS):
+        return "the WEB export's 2 appended headings"
+    return f"`{value!r}`"
+
+
+def reference_markdown():
+    """Markdown tables of every key: section, type, default, doc (docs/presets.md)."""
+    lines = ["## Settings", "",
+             "Every key of the four sections (`zoo/config.py`), settable on every preset it "
+             "applies to with `--set section.key=value` or in a run file "
+             "(`zoo.config.load_run_config`). Model keys depend on `model.model_type`; "
+             "`train.model_type` is read as `model.model_type`.", ""]
+
+    def default(field):
+        if field.default is dataclasses.MISSING:
+            return field.default_factory()
+        return field.default
+
+    def table(title, fields):
+        rows = [f"### {title}", "", "| key | type | default | |", "|---|---|---|---|"]
+        for field in fields:
+            if field.metadata["choices"]:
+                kind = " or ".join(f"`{choice}`" for choice in field.metadata["choices"])
+            else:
+                kind = _type_name(field.type)
+            doc = field.metadata["doc"].replace("|", "\\|")
+            rows.append(f"| `{field.name}` | {kind} | {_format_default(default(field))} | "
+                        f"{doc} |")
+        return rows + [""]
+
+    lines += table("data", dataclasses.fields(DataConfig))
+    lines += table("model: every model type", dataclasses.fields(ModelConfig))
+    common = {f.name for f in dataclasses.fields(ModelConfig)}
+    for model_type, cls in MODEL_CONFIGS.items():
+        lines += table(f"model: `model_type: {model_type}` ({cls.__doc__.split()[0]})",
+                       [f for f in dataclasses.fields(cls) if f.name not in common])
+    lines += table("train", dataclasses.fields(TrainConfig))
+    lines += table("decode", dataclasses.fields(DecodeConfig))
+    return "\n".join(lines)
