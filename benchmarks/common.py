@@ -29,7 +29,7 @@ def setup(args):
     when the script is imported, not run), silences TensorFlow's Python logger
     (each model has its own tf.function built from the same Python code, which
     TensorFlow reports as retracing; it is not) and puts the repository on
-    `sys.path` so that `tf_outheads` and `zoo` import from this checkout.
+    `sys.path` so that `tf_outheads` and `tf_outheads_zoo` import from this checkout.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ info logs out of the tables
     import tensorflow as tf

@@ -1,6 +1,6 @@
 """Training and greedy-decoding speed of the output heads, as ratios to the tied head.
 
-One run on CPU times the full zoo model, `zoo.lstm.LSTMSeq2Seq` (by default 2
+One run on CPU times the full zoo model, `tf_outheads_zoo.lstm.LSTMSeq2Seq` (by default 2
 layers, embedding = hidden = 512, dropout 0.3: the setup of Pappas et al. 2018
 §4.1), with four output heads:
 
@@ -180,7 +180,7 @@ from tf_outheads.decoding import greedy_search  # noqa: E402
 from tf_outheads.decoding.translator import Translator  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
-from zoo.lstm import LSTMSeq2Seq  # noqa: E402
+from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 
 

@@ -47,15 +47,15 @@ STEP_LINE = re.compile(r"Step\s+(\d+)/\s*\d+;.*?xent:\s*([\d.]+);.*?\s(\d+)/\s*(
 
 # -- data ------------------------------------------------------------------------------
 def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
-    """Splits as `zoo.train.load_splits` reads them, the study's shared tokenizer
-    (`zoo.study.tokenizer_dir`: our runs copy it), and the piece files OpenNMT-py
+    """Splits as `tf_outheads_zoo.train.load_splits` reads them, the study's shared tokenizer
+    (`tf_outheads_zoo.study.tokenizer_dir`: our runs copy it), and the piece files OpenNMT-py
     reads (`train.src.sp`, ...), built once per tokenizer.
 
     Returns `{"splits", "tokenizer_dir", "vocab", "files", "tokenizer"}`.
     """
-    from zoo.presets import get_preset
-    from zoo.study import tokenizer_dir
-    from zoo.train import load_splits
+    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.study import tokenizer_dir
+    from tf_outheads_zoo.train import load_splits
 
     preset = get_preset(preset_name, overrides)
     data_config = preset["data"]
@@ -106,10 +106,10 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
     """OpenNMT-py options for the zoo preset's LSTM shape (a dict written as YAML)."""
     model, train, data_config = preset["model"], preset["train"], preset["data"]
     head = model["head"] if isinstance(model["head"], str) else model["head"].get("class_name")
-    if train["model_type"] != "lstm" or head not in ("softmax", "tied"):
+    if model["model_type"] != "lstm" or head not in ("softmax", "tied"):
         raise SystemExit("peer_opennmt: OpenNMT-py has the attentional LSTM with an untied "
                          f"(softmax) or tied head only. Received: model_type="
-                         f"{train['model_type']!r}, head={model['head']!r}")
+                         f"{model['model_type']!r}, head={model['head']!r}")
     if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
         raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
                          "feeding")
@@ -248,10 +248,10 @@ def corpus_bleu(hypotheses, references):
 
 # -- ours -------------------------------------------------------------------------------
 def run_ours(args, seed, steps, log=print):
-    """Our side: `zoo.study.train_arm` (`tf-outheads train` on the shared pieces, the
+    """Our side: `tf_outheads_zoo.study.train_arm` (`tf-outheads train` on the shared pieces, the
     run shared with `tf-outheads study`); returns `(run_dir, result dict)`."""
-    from zoo.cli import parse_overrides
-    from zoo.study import Arm, train_arm
+    from tf_outheads_zoo.cli import parse_overrides
+    from tf_outheads_zoo.study import Arm, train_arm
 
     arm = Arm(args.preset, tuple(parse_overrides(args.set).items()))
     run_dir = train_arm(args.runs_dir, arm, seed, steps=steps, eval_every=args.eval_every,
@@ -301,7 +301,7 @@ def our_loss_reports(path, every=50):
 def our_translate(run_dir, source_text, output, batch_size=64):
     start = time.perf_counter()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    subprocess.run([sys.executable, "-m", "zoo.cli", "translate", "--run-dir", run_dir,
+    subprocess.run([sys.executable, "-m", "tf_outheads_zoo.cli", "translate", "--run-dir", run_dir,
                     "--input", source_text, "--output", output, "--batch-size",
                     str(batch_size), "--beam-size", "1"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True,
@@ -388,8 +388,8 @@ def main(argv=None):
     from common import machine_info, setup, write_record
 
     setup(None)
-    from zoo.cli import parse_overrides
-    from zoo.presets import get_preset
+    from tf_outheads_zoo.cli import parse_overrides
+    from tf_outheads_zoo.presets import get_preset
 
     overrides = parse_overrides(args.set)
     preset = get_preset(args.preset, overrides)

@@ -7,7 +7,7 @@ Linear(200→m), Eq. 5) and its cosine loss against the gold words' embeddings
 negligible computational costs and training time"; the issue that asked for
 this benchmark set the goal at most 5% more time per training step.
 
-One run on the CPU times `zoo.lstm.LSTMSeq2Seq` `train_on_batch` steps for each
+One run on the CPU times `tf_outheads_zoo.lstm.LSTMSeq2Seq` `train_on_batch` steps for each
 variant of `--variants`:
 
 - `plain`: the model as it is, `MaskedSequenceCrossEntropy` (the reference);
@@ -147,7 +147,7 @@ import tensorflow as tf  # noqa: E402
 from tf_outheads.losses import ReWELoss  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
-from zoo.lstm import LSTMSeq2Seq  # noqa: E402
+from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 
 

@@ -77,7 +77,7 @@ one row per `--fractions` `p` (0.5, 0.25, 0.05:
    for the CPU device. 40 children at the default sizes add roughly 5-10 min.
 
 3. Whole LSTM model (`--model`, default on; `--model-heads`, default softmax,
-   tied, joint(512); rows full, 25%, 5%, `--model-fractions`): `zoo.lstm.
+   tied, joint(512); rows full, 25%, 5%, `--model-fractions`): `tf_outheads_zoo.lstm.
    LSTMSeq2Seq` (2 layers, 512, dropout 0.3, as `benchmarks/heads.py`) compiled
    with `compile_for_translation(model, loss=SampledSoftmaxLoss(fraction=p))`
    (or the default loss for `full`), `train_on_batch` steps per second on
@@ -292,7 +292,7 @@ from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss  # noqa: E402
 from tf_outheads.ops import sampling  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from tf_outheads.training.objective import Objective, StepOutputs  # noqa: E402
-from zoo.lstm import LSTMSeq2Seq  # noqa: E402
+from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS
 PROBE_TAG = "SAMPLED_PROBE "

@@ -6,7 +6,7 @@ training speed and decoding speed are not influenced". The issue that asked
 for this benchmark set the goal: shared-private at >= 0.98x the throughput of
 vanilla embeddings, on the Transformer, in training and in decoding.
 
-One run times `zoo.transformer.TransformerSeq2Seq` for each variant of
+One run times `tf_outheads_zoo.transformer.TransformerSeq2Seq` for each variant of
 `--variants`:
 
 - `vanilla`: separate source and target tables and an untied softmax (the
@@ -128,7 +128,7 @@ from tf_outheads.data.word_pairs import WordPairs  # noqa: E402
 from tf_outheads.decoding import beam_search, greedy_search  # noqa: E402
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
-from zoo.transformer import TransformerSeq2Seq  # noqa: E402
+from tf_outheads_zoo.transformer import TransformerSeq2Seq  # noqa: E402
 
 
 

@@ -6,7 +6,7 @@ Both models have the same architecture and the same number of parameters
 as a `tf.while_loop` over time, and a softmax output layer (a `Dense`, or
 weights tied to the target embedding with `--head tied`).
 
-- "library": `zoo.lstm.LSTMSeq2Seq` + `tf_outheads.MaskedSequenceCrossEntropy`.
+- "library": `tf_outheads_zoo.lstm.LSTMSeq2Seq` + `tf_outheads.MaskedSequenceCrossEntropy`.
 - "plain":   `PlainSeq2Seq` below, written with `keras.layers` and `keras.ops`
   only (no `tf_outheads` import), + `keras.losses.SparseCategoricalCrossentropy(
   from_logits=True, ignore_class=PAD)`, the same masked per-token mean.
@@ -55,7 +55,7 @@ from common import (  # benchmarks/ is the script's folder
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-CORPUS_PATH = REPO_ROOT / "zoo" / "data" / "bible-es-en.tsv.gz"
+CORPUS_PATH = REPO_ROOT / "tf_outheads_zoo" / "data" / "bible-es-en.tsv.gz"
 
 # Variants that `--extra` can add. Each is (model kind, loss kind, plain model options).
 VARIANTS = {
@@ -312,7 +312,7 @@ class PlainSeq2Seq(keras.Model):
 # Models, weights and the equivalence check
 # --------------------------------------------------------------------------
 def build_library_model(args, source_vocab, target_vocab):
-    from zoo.lstm import LSTMSeq2Seq
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
     return LSTMSeq2Seq(
         source_vocab, target_vocab, embedding_dim=args.embedding_dim,

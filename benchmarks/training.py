@@ -29,9 +29,9 @@ table row:
   `mixed_float16` is slow (no fast float16 kernels); the same command reports
   them on a GPU machine.
 
-Model. `zoo.LSTMSeq2Seq` (default: the `lstm-cpu` preset's shape, 1-layer
+Model. `tf_outheads_zoo.LSTMSeq2Seq` (default: the `lstm-cpu` preset's shape, 1-layer
 BiLSTM encoder and LSTM decoder of 256, embeddings 256, dropout 0.1) or
-`zoo.TransformerSeq2Seq` (`--model transformer`: `--hidden-dim` as d_model,
+`tf_outheads_zoo.TransformerSeq2Seq` (`--model transformer`: `--hidden-dim` as d_model,
 `--ffn-dim`, `--num-heads`, `--num-layers` encoder and decoder layers). Each
 variant's model is built with the same seed inside `strategy.scope()`
 (`tf_outheads.training.make_strategy(--strategy, devices=--devices)`) and
@@ -167,7 +167,7 @@ def parse_args(argv=None):
                             help="global batches per optimizer update")
     model = parser.add_argument_group("model (defaults: the lstm-cpu preset's shape)")
     model.add_argument("--model", choices=MODELS, default="lstm",
-                       help="zoo.LSTMSeq2Seq or zoo.TransformerSeq2Seq")
+                       help="tf_outheads_zoo.LSTMSeq2Seq or tf_outheads_zoo.TransformerSeq2Seq")
     model.add_argument("--embedding-dim", type=int, default=256, help="LSTM only")
     model.add_argument("--hidden-dim", type=int, default=256, help="LSTM size, or d_model")
     model.add_argument("--num-layers", type=int, default=1,
@@ -253,7 +253,7 @@ import tensorflow as tf  # noqa: E402
 from tf_outheads import SampledSoftmaxLoss, compile_for_translation  # noqa: E402
 from tf_outheads.data.special_tokens import PAD_ID  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
-from zoo import LSTMSeq2Seq, TransformerSeq2Seq  # noqa: E402
+from tf_outheads_zoo import LSTMSeq2Seq, TransformerSeq2Seq  # noqa: E402
 
 
 # --------------------------------------------------------------------------

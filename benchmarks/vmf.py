@@ -53,7 +53,7 @@ parameters cut by at least 90%).
     process with `benchmarks/vmf_ops.py`'s functions (same definitions), with
     or without tfp.
 
-(b) The whole model. `zoo.lstm.LSTMSeq2Seq` `train_on_batch` steps at each
+(b) The whole model. `tf_outheads_zoo.lstm.LSTMSeq2Seq` `train_on_batch` steps at each
     |V| of `--vocab-sizes` (16000 and 50000), with three heads:
 
     - `softmax`: the untied full softmax (`SoftmaxHead`, its own (V, d_h)
@@ -398,7 +398,7 @@ from tf_outheads.losses.vmf import VMFLoss  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.ops import log_vmf_normalizer  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
-from zoo.lstm import LSTMSeq2Seq  # noqa: E402
+from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 
 def fmt_ms(ms):

@@ -41,8 +41,8 @@ def export(directory):
 
     from tf_outheads import data
     from tf_outheads.export import export_translator
-    from zoo import LSTMSeq2Seq
-    from zoo.presets import EMBEDDED_CORPUS
+    from tf_outheads_zoo import LSTMSeq2Seq
+    from tf_outheads_zoo.presets import EMBEDDED_CORPUS
 
     corpus = data.read_tsv(EMBEDDED_CORPUS, split="train").select(range(2000))
     tokenizer, _ = data.build_tokenizers(corpus.sources, corpus.targets,
@@ -98,7 +98,7 @@ def translate(directory, output):
         "ops_not_in_tensorflow": not_core,
         "ops_unknown_with_tensorflow_text": unknown,
         "loaded_modules": sorted(name for name in sys.modules
-                                 if name.split(".")[0] in ("tf_outheads", "zoo")),
+                                 if name.split(".")[0] in ("tf_outheads", "tf_outheads_zoo")),
         "runs": {name: {"translations": [[text.decode("utf-8") for text in row]
                                          for row in outputs["translations"].numpy()],
                         "scores": outputs["scores"].numpy().tolist()}

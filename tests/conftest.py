@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 BIBLE_CORPUS_PATH = (
-    pathlib.Path(__file__).resolve().parents[1] / "zoo" / "data" / "bible-es-en.tsv.gz"
+    pathlib.Path(__file__).resolve().parents[1] / "tf_outheads_zoo" / "data" / "bible-es-en.tsv.gz"
 )
 
 

@@ -3,7 +3,7 @@ embedded Bible corpus, written in its own TSV format (header kept)."""
 
 import gzip
 
-from zoo.presets import EMBEDDED_CORPUS
+from tf_outheads_zoo.presets import EMBEDDED_CORPUS
 
 
 def write_corpus_slice(path, train, dev, test):

@@ -51,7 +51,7 @@ def test_no_other_module_reaches_into_keras_internals():
     found = subprocess.run(
         ["git", "grep", "-n", r"keras\.src\|_symbolic_build\|_aggregate_additional_loss"
          r"\|_loss_tracker\|_compile_metrics\|_distribute_strategy",
-         "--", "tf_outheads", "zoo"],
+         "--", "tf_outheads", "tf_outheads_zoo"],
         capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
     if found.returncode not in (0, 1):  # 1: no match
         pytest.skip(f"not a git checkout: {found.stderr.strip()}")
@@ -66,7 +66,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import numpy as np
 from tf_outheads import compile_for_translation
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 rng = np.random.default_rng(0)
 x = {"source_ids": rng.integers(4, 50, (9, 7)).astype("int32"),
      "target_in": rng.integers(4, 63, (9, 6)).astype("int32")}

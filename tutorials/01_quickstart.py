@@ -17,8 +17,8 @@ import tempfile
 import keras
 
 from tf_outheads import compile_for_translation, corpus_bleu, data, parameter_report, translate
-from zoo import LSTMSeq2Seq
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
+from tf_outheads_zoo import LSTMSeq2Seq
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
 
 TINY = os.environ.get("QUICKSTART_TINY") == "1"
 RUN_DIR = os.environ.get("QUICKSTART_RUN_DIR") or tempfile.mkdtemp(prefix="quickstart-")
@@ -28,7 +28,7 @@ keras.utils.set_random_seed(1234)
 # ## 1. Read and clean the corpus
 # `read_tsv` picks the columns and the split; bad lines raise an error naming the
 # file and line. The WEB export appends stray Psalm headings to thousands of
-# verses (see `zoo/data/README.md`): `strip_suffixes` removes them, counted.
+# verses (see `tf_outheads_zoo/data/README.md`): `strip_suffixes` removes them, counted.
 # `clean` reports how many pairs each filter removed.
 
 # %%

@@ -31,8 +31,8 @@ import numpy as np
 
 from tf_outheads import (JointEmbeddingHead, TiedSoftmaxHead, compile_for_translation,
                          corpus_bleu, data, parameter_report, translate)
-from zoo import LSTMSeq2Seq
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
+from tf_outheads_zoo import LSTMSeq2Seq
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
 
 TINY = os.environ.get("JOINT_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("JOINT_TUTORIAL_RUN_DIR") or tempfile.mkdtemp(prefix="joint-head-")
@@ -49,7 +49,7 @@ BATCH_TOKENS = 1024 if TINY else 2048
 # ## 1. Read the corpus, strip the WEB boilerplate, clean
 # The SWORD export of the World English Bible appends a Psalm heading to
 # thousands of verses; `strip_suffixes` removes it from the targets of every
-# split (`zoo.presets.BIBLE_WEB_ARTIFACTS`), so the model does not learn to emit
+# split (`tf_outheads_zoo.presets.BIBLE_WEB_ARTIFACTS`), so the model does not learn to emit
 # it and BLEU is not inflated by it.
 
 # %%

@@ -33,8 +33,8 @@ import tensorflow as tf
 from tf_outheads import (SampledSoftmaxLoss, compile_for_translation, corpus_bleu, data,
                          translate)
 from tf_outheads.ops import sampling
-from zoo import LSTMSeq2Seq
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
+from tf_outheads_zoo import LSTMSeq2Seq
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
 
 TINY = os.environ.get("SAMPLED_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("SAMPLED_TUTORIAL_RUN_DIR") or tempfile.mkdtemp(prefix="sampled-")

@@ -36,8 +36,8 @@ import numpy as np
 
 from tf_outheads import (Translator, VMFLoss, compile_for_translation, corpus_bleu, data,
                          parameter_report)
-from zoo import LSTMSeq2Seq
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
+from tf_outheads_zoo import LSTMSeq2Seq
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
 
 TINY = os.environ.get("VMF_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("VMF_TUTORIAL_RUN_DIR") or tempfile.mkdtemp(prefix="vmf-")

@@ -37,8 +37,8 @@ import tensorflow as tf
 
 from tf_outheads import (MaskedSequenceCrossEntropy, ReWELoss, Translator,
                          compile_for_translation, corpus_bleu, data, parameter_report)
-from zoo import LSTMSeq2Seq
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
+from tf_outheads_zoo import LSTMSeq2Seq
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
 
 TINY = os.environ.get("REWE_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("REWE_TUTORIAL_RUN_DIR") or tempfile.mkdtemp(prefix="rewe-")

@@ -33,8 +33,8 @@ import tensorflow as tf
 
 from tf_outheads import Translator, data
 from tf_outheads.export import export_options, export_translator
-from zoo.presets import EMBEDDED_CORPUS
-from zoo.train import load_run, run_training
+from tf_outheads_zoo.presets import EMBEDDED_CORPUS
+from tf_outheads_zoo.train import load_run, run_training
 
 TINY = os.environ.get("EXPORT_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("EXPORT_TUTORIAL_RUN_DIR") or "runs/lstm-cpu"
@@ -135,7 +135,7 @@ import rest_emulator   # imports tensorflow and tensorflow_text only
 loaded = tf.saved_model.load(sys.argv[1])
 answers = {name: rest_emulator.predict(loaded, body)[1]
            for name, body in json.load(sys.stdin).items()}
-answers["tf_outheads imported"] = any(m.split(".")[0] in ("tf_outheads", "zoo")
+answers["tf_outheads imported"] = any(m.split(".")[0] in ("tf_outheads", "tf_outheads_zoo")
                                       for m in sys.modules)
 json.dump(answers, sys.stdout)
 """

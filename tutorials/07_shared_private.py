@@ -40,9 +40,9 @@ import numpy as np
 from tf_outheads import SharedPrivateEmbedding, Translator, corpus_bleu, data, parameter_report
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.training.schedules import InverseSquareRootSchedule
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
-from zoo.shared_private import write_pair_figure
-from zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
+from tf_outheads_zoo.shared_private import write_pair_figure
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 TINY = os.environ.get("SP_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("SP_TUTORIAL_RUN_DIR") or tempfile.mkdtemp(prefix="shared-private-")

@@ -59,8 +59,8 @@ import tensorflow as tf  # noqa: E402
 
 from tf_outheads import compile_for_translation, corpus_bleu, data, translate  # noqa: E402
 from tf_outheads.training import BackupManager, CheckpointError  # noqa: E402
-from zoo import LSTMSeq2Seq  # noqa: E402
-from zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS  # noqa: E402
+from tf_outheads_zoo import LSTMSeq2Seq  # noqa: E402
+from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS  # noqa: E402
 
 TINY = os.environ.get("DISTRIBUTED_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("DISTRIBUTED_TUTORIAL_RUN_DIR") or tempfile.mkdtemp(prefix="dist-")

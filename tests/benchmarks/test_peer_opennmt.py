@@ -55,7 +55,7 @@ def test_our_speed_skips_the_first_steps_and_evaluations(peer, tmp_path):
 
 
 def test_peer_config_follows_the_preset(peer, tmp_path):
-    from zoo.presets import get_preset
+    from tf_outheads_zoo.presets import get_preset
 
     vocab = tmp_path / "vocab.joint"
     vocab.write_text("".join(f"p{i}\n" for i in range(3996)))

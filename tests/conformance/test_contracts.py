@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from tf_outheads.layers import HEADS, ContinuousOutputHead
 from tf_outheads.models import AuxiliaryHead, DecodingModel, OutputHead, Seq2SeqModel
-from zoo.lstm import LSTMSeq2Seq
-from zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 SOURCE_VOCAB, TARGET_VOCAB, SIZE = 23, 19, 16
 MODELS = {

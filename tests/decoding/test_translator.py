@@ -9,7 +9,7 @@ import tensorflow as tf
 from tf_outheads.data import SubwordTokenizer
 from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.decoding.translator import Translator
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 
 @pytest.fixture(scope="module")

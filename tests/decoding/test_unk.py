@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding import Translator, replace_unknown_words
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 SOURCE = "Y habló Jehová a Moisés en el desierto de Sinaí"
 TARGET = "Yahweh spoke to"

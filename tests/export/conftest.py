@@ -24,7 +24,7 @@ import pytest
 from tf_outheads import data
 from tf_outheads.data.special_tokens import UNK_ID
 from tf_outheads.export import export_translator
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 LOADER = pathlib.Path(__file__).with_name("load_and_translate.py")
 SIZE = 16

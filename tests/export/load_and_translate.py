@@ -106,7 +106,7 @@ def main():
             continue
         response["calls"].append({key: to_json(value) for key, value in outputs.items()})
     response["modules"] = sorted(name for name in sys.modules
-                                 if name.split(".")[0] in ("tf_outheads", "zoo"))
+                                 if name.split(".")[0] in ("tf_outheads", "tf_outheads_zoo"))
     json.dump(response, sys.stdout)
 
 

@@ -13,9 +13,9 @@ from tests.corpus import write_corpus_slice
 from tests.export.conftest import SIZE
 from tf_outheads.decoding import Translator
 from tf_outheads.export import TranslatorModule, export_translator
-from zoo import cli
-from zoo.lstm import LSTMSeq2Seq
-from zoo.train import load_run
+from tf_outheads_zoo import cli
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.train import load_run
 
 
 @pytest.fixture(scope="module")

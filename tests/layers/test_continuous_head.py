@@ -11,7 +11,7 @@ from tf_outheads import ContinuousOutputHead
 from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.decoding import greedy_search
 from tf_outheads.layers.heads import build_head, head_to_spec
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 VOCAB = 17
 DIM = 6

@@ -16,7 +16,7 @@ from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.sampled_softmax import sampled_softmax_per_token
 from tf_outheads.ops import sampling
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tests.testing import step_loss
 
 VOCAB = 40
@@ -497,8 +497,8 @@ def test_keras_file_round_trip_keeps_the_sampled_loss(tmp_path):
 
 
 def test_every_sampled_preset_builds_its_loss():
-    from zoo.presets import PRESETS
-    from zoo.train import training_loss
+    from tf_outheads_zoo.presets import PRESETS
+    from tf_outheads_zoo.train import training_loss
 
     sampled = {name: preset for name, preset in PRESETS.items()
                if preset["train"]["sampled_softmax"]}

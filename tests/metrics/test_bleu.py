@@ -18,7 +18,7 @@ from tf_outheads.metrics import read_lines
 
 BIBLE_TSV = (
     pathlib.Path(__file__).resolve().parents[2]
-    / "zoo"
+    / "tf_outheads_zoo"
     / "data"
     / "bible-es-en.tsv.gz"
 )

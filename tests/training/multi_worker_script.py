@@ -18,8 +18,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tf_outheads import compile_for_translation, data, training  # noqa: E402
-from zoo.lstm import LSTMSeq2Seq  # noqa: E402
-from zoo.presets import EMBEDDED_CORPUS  # noqa: E402
+from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
+from tf_outheads_zoo.presets import EMBEDDED_CORPUS  # noqa: E402
 
 
 class StopOnOneWorker(keras.callbacks.Callback):

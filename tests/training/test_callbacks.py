@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
 from tf_outheads.training.translation import compile_for_translation, translation_callbacks
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 
 def _model_and_data(tokenizer):

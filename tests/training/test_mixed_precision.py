@@ -20,8 +20,8 @@ from tf_outheads.data import build_tokenizers
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.data.word_pairs import WordPairs
 from tf_outheads.decoding import Translator, beam_search, greedy_search
-from zoo.lstm import LSTMSeq2Seq
-from zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 # Every head and model under both policies (about a minute): `pytest -m slow`.
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent('''
     import keras
     from tf_outheads import SampledSoftmaxLoss, compile_for_translation
     from tf_outheads.ops import sampling
-    from zoo.lstm import LSTMSeq2Seq
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
     keras.utils.set_random_seed(3)
     rng = np.random.default_rng(0)

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tf_outheads import compile_for_translation, training
 from tf_outheads.training import BackupManager, CheckpointError, NonFiniteLossError
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCABULARY = 40

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from tests.corpus import write_corpus_slice
-from zoo import cli
-from zoo.presets import get_preset
+from tf_outheads_zoo import cli
+from tf_outheads_zoo.presets import get_preset
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_translate_command_keeps_line_count_and_order(trained_run, tmp_path, cap
 
 def test_translate_command_takes_beam_search_options(trained_run, tmp_path):
     from tf_outheads.decoding import Translator
-    from zoo.train import load_run
+    from tf_outheads_zoo.train import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
     source = tmp_path / "src.txt"
@@ -129,8 +129,8 @@ def test_set_parses_python_literals_and_bare_strings():
 
 
 def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path, capsys):
-    from zoo.presets import get_preset
-    from zoo.train import read_split
+    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.train import read_split
 
     data_config = dict(get_preset("lstm-cpu")["data"], corpus=small_corpus)
     references = read_split(data_config, "test").targets
@@ -325,7 +325,7 @@ def test_commands_print_no_tensorflow_start_up_noise(trained_run, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for argv in (["--help"], ["translate", "--run-dir", trained_run, "--input", str(source)]):
-        result = subprocess.run([sys.executable, "-m", "zoo.cli", *argv], capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "tf_outheads_zoo.cli", *argv], capture_output=True,
                                 text=True, env=env, cwd=repo, timeout=300)
         assert result.returncode == 0, result.stderr
         for notice in ("cuInit", "oneDNN", "absl::InitializeLog", "cudart_stub", "I0000"):
@@ -334,7 +334,7 @@ def test_commands_print_no_tensorflow_start_up_noise(trained_run, tmp_path):
 
 
 def test_quiet_import_keeps_lines_that_are_not_start_up_notices():
-    from zoo.quiet import is_noise
+    from tf_outheads_zoo.quiet import is_noise
 
     assert is_noise("I0000 00:00:1795596465.010366   22751 port.cc:153] oneDNN custom ...")
     assert is_noise("E0000 00:00:1795596467.790554   22751 cuda_platform.cc:52] failed call "

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_two_workers_share_the_chiefs_tokenizer_and_one_run(tmp_path):
     corpus = write_corpus_slice(tmp_path / "small.tsv", 600, 30, 30)
     run_dir = tmp_path / "run"
-    run_workers([sys.executable, "-m", "zoo.cli", "train", "--preset", "lstm-tiny",
+    run_workers([sys.executable, "-m", "tf_outheads_zoo.cli", "train", "--preset", "lstm-tiny",
                  "--run-dir", str(run_dir), "--corpus", corpus, "--strategy", "multi_worker",
                  "--max-steps", "6", "--set", "data.vocab_size=400",
                  "--set", "train.steps_per_epoch=3", "--set", "decode.max_length_offset=3"],

@@ -1,10 +1,10 @@
-"""zoo.compare: reading the per-step losses of plain and ReWE runs."""
+"""tf_outheads_zoo.compare: reading the per-step losses of plain and ReWE runs."""
 
 import json
 
 import pytest
 
-from zoo.compare import compare_runs, moving_average, nll_curve
+from tf_outheads_zoo.compare import compare_runs, moving_average, nll_curve
 
 
 def test_moving_average_uses_fewer_values_at_the_start():
@@ -40,7 +40,7 @@ def test_missing_files_name_the_path(tmp_path):
 # -- paired significance (sacrebleu) ------------------------------------------------------
 def _fake_run(path, corpus, hypotheses_by_split):
     """A run directory with what `significance_table` reads: preset.json and *.hyp."""
-    from zoo.presets import get_preset
+    from tf_outheads_zoo.presets import get_preset
 
     path.mkdir()
     preset = get_preset("lstm-tiny", {"data.corpus": corpus})
@@ -72,7 +72,7 @@ def verse_runs(tmp_path_factory):
 
 
 def test_significance_table_separates_a_real_difference_from_noise(verse_runs):
-    from zoo.compare import significance_table
+    from tf_outheads_zoo.compare import significance_table
 
     results = significance_table([verse_runs["weak"], verse_runs["strong"], verse_runs["near"]],
                                  ["weak", "strong", "near"], "test", samples=300)
@@ -90,7 +90,7 @@ def test_significance_table_separates_a_real_difference_from_noise(verse_runs):
 
 
 def test_significance_table_refuses_missing_or_mismatched_runs(verse_runs, tmp_path):
-    from zoo.compare import significance_table
+    from tf_outheads_zoo.compare import significance_table
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -1,4 +1,4 @@
-"""The run configuration schema (`zoo.config`): presets, overrides, run files, stored presets."""
+"""The run configuration schema (`tf_outheads_zoo.config`): presets, overrides, run files, stored presets."""
 
 import copy
 import dataclasses
@@ -8,8 +8,8 @@ import pathlib
 
 import pytest
 
-from zoo import config as config_module
-from zoo.config import (
+from tf_outheads_zoo import config as config_module
+from tf_outheads_zoo.config import (
     ConfigError,
     DecodeConfig,
     RunConfig,
@@ -17,7 +17,7 @@ from zoo.config import (
     read_stored_preset,
     section_fields,
 )
-from zoo.presets import EMBEDDED_CORPUS, PRESET_CONFIGS, PRESETS, derive, get_preset
+from tf_outheads_zoo.presets import EMBEDDED_CORPUS, PRESET_CONFIGS, PRESETS, derive, get_preset
 
 DATA = pathlib.Path(__file__).parent / "data"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -38,6 +38,8 @@ def _before_schema():
         presets = json.load(f)
     for preset in presets.values():
         preset["data"]["corpus"] = EMBEDDED_CORPUS
+        # The one key that moved: train.model_type is model.model_type.
+        preset["model"] = {"model_type": preset["train"].pop("model_type"), **preset["model"]}
     return presets
 
 
@@ -51,7 +53,7 @@ def _json(value):
 def test_every_preset_resolves_to_its_settings_before_the_schema(name):
     before = _before_schema()[name]
     now = _json(get_preset(name))
-    for dotted, value in ADDED_WITH_OLD_DEFAULTS[now["train"]["model_type"]].items():
+    for dotted, value in ADDED_WITH_OLD_DEFAULTS[now["model"]["model_type"]].items():
         section, _, key = dotted.partition(".")
         if key not in before[section]:
             assert now[section].pop(key) == value, dotted
@@ -73,8 +75,8 @@ def test_schema_defaults_are_the_model_and_translator_defaults():
     # A stored preset without a model or decode key gave the class its default: the
     # schema's default must be that value, so that filling the key in changes nothing.
     from tf_outheads.decoding.translator import Translator
-    from zoo.lstm import LSTMSeq2Seq
-    from zoo.transformer import TransformerSeq2Seq
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
+    from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
     def defaults(function):
         return {name: parameter.default
@@ -119,7 +121,7 @@ def test_an_lstm_preset_refuses_a_transformer_only_key():
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_key_can_be_set_on_every_preset_it_applies_to(name):
-    model_type = PRESETS[name]["train"]["model_type"]
+    model_type = PRESETS[name]["model"]["model_type"]
     for section in config_module.SECTIONS:
         for key, field in section_fields(section, model_type).items():
             if key == "model_type":
@@ -158,7 +160,8 @@ def test_model_type_moves_to_the_model_section():
     # The old spelling train.model_type (presets, --set, stored files) is model.model_type.
     for spelling in ("train.model_type", "model.model_type"):
         preset = get_preset("lstm-cpu", {spelling: "transformer"})
-        assert preset["train"]["model_type"] == "transformer"
+        assert preset["model"]["model_type"] == "transformer"
+        assert "model_type" not in preset["train"]
         # The new type's defaults, with the keys every model type has kept.
         assert preset["model"] == dict(PRESETS["transformer-base"]["model"],
                                        head=PRESETS["lstm-cpu"]["model"]["head"])
@@ -235,6 +238,7 @@ def _stored_before_bucket_width(name="lstm-cpu-softmax"):
     """`preset.json` as the code before `data.bucket_width` wrote it."""
     stored = {"name": name, **copy.deepcopy(_before_schema()[name])}
     del stored["data"]["bucket_width"]
+    stored["train"]["model_type"] = stored["model"].pop("model_type")
     return stored
 
 
@@ -251,17 +255,27 @@ def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
     assert read_stored_preset(path)[1]["data"]["strip_target_suffixes"] == []
 
 
-def test_the_committed_study_records_read_as_they_trained():
-    # Real preset.json files written before data.bucket_width (docs/results/study).
+def test_a_real_run_record_reads_as_it_trained():
+    # A study record's preset.json as the code of 2026-11 wrote it: before
+    # data.bucket_width, with train.model_type (docs/results/study had it).
+    path = DATA / "stored_preset_before_bucket_width.json"
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    name, preset = read_stored_preset(path)
+    assert name == "lstm-cpu-softmax" and preset["data"]["bucket_width"] == 8
+    assert preset["model"]["model_type"] == raw["train"].pop("model_type") == "lstm"
+    assert "model_type" not in preset["train"]
+    for section in ("data", "model", "train", "decode"):
+        assert {key: preset[section][key] for key in raw[section]} == raw[section], path
+
+
+def test_every_committed_record_reads():
+    # docs/results/study: whichever code wrote them, the schema reads them.
     paths = sorted((ROOT / "docs" / "results" / "study").glob("runs/*/*/preset.json"))
     assert paths
     for path in paths:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
         name, preset = read_stored_preset(path)
-        assert preset["data"]["bucket_width"] == 8
-        for section in ("data", "model", "train", "decode"):
-            assert {key: preset[section][key] for key in raw[section]} == raw[section], path
+        assert name in PRESETS and preset["model"]["model_type"] in ("lstm", "transformer")
 
 
 def test_a_stored_preset_with_an_unknown_key_names_the_file(tmp_path):
@@ -274,7 +288,7 @@ def test_a_stored_preset_with_an_unknown_key_names_the_file(tmp_path):
 
 
 def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_path):
-    from zoo.train import resolve_preset
+    from tf_outheads_zoo.train import resolve_preset
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from keras import ops
 
-from zoo.lstm import LSTMSeq2Seq
-from zoo.presets import PRESETS, get_preset
-from zoo.train import build_optimizer
-from zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.presets import PRESETS, get_preset
+from tf_outheads_zoo.train import build_optimizer
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 VOCAB = 400
-LSTM_PRESETS = sorted(name for name, p in PRESETS.items() if p["train"]["model_type"] == "lstm")
+LSTM_PRESETS = sorted(name for name, p in PRESETS.items() if p["model"]["model_type"] == "lstm")
 TRANSFORMER_PRESETS = sorted(
-    name for name, p in PRESETS.items() if p["train"]["model_type"] == "transformer")
+    name for name, p in PRESETS.items() if p["model"]["model_type"] == "transformer")
 
 
 def values(weight):

@@ -1,4 +1,4 @@
-"""Tests for `zoo.lstm.LSTMSeq2Seq`: decoding contract, padding, saving, training."""
+"""Tests for `tf_outheads_zoo.lstm.LSTMSeq2Seq`: decoding contract, padding, saving, training."""
 
 import itertools
 import random
@@ -16,7 +16,7 @@ from tf_outheads.layers.heads import SoftmaxHead, TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.metrics import parameter_report
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 SOURCE_VOCAB_SIZE = 23
 TARGET_VOCAB_SIZE = 19
@@ -409,7 +409,7 @@ def test_training_on_bible_slice_lowers_loss_and_greedy_decodes(
     bible_slice, bible_tokenizer, python_seeded
 ):
     # A fresh copy of the session tokenizer: another test's `tf.random.set_seed`
-    # (e.g. zoo.train.run_training) destroys the fixture's SentencePiece resource.
+    # (e.g. tf_outheads_zoo.train.run_training) destroys the fixture's SentencePiece resource.
     tokenizer = SubwordTokenizer.from_bytes(bible_tokenizer.model_proto)
     dataset = make_training_dataset(
         bible_slice.sources[:400], bible_slice.targets[:400], tokenizer, tokenizer,

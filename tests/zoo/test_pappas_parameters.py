@@ -3,8 +3,9 @@
 import pytest
 
 from tf_outheads.metrics import parameter_report
-from zoo.lstm import LSTMSeq2Seq
-from zoo.presets import get_preset
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.train import model_arguments
 
 # A small vocabulary keeps the models cheap; the differences below do not
 # depend on |V| except untied − tied = |V|·d_h, checked with this |V|.
@@ -13,7 +14,9 @@ D = D_H = 512
 
 
 def report(preset_name):
-    model = LSTMSeq2Seq(VOCAB_SIZE, VOCAB_SIZE, **get_preset(preset_name)["model"])
+    model_cls, arguments = model_arguments(get_preset(preset_name))
+    assert model_cls is LSTMSeq2Seq
+    model = LSTMSeq2Seq(VOCAB_SIZE, VOCAB_SIZE, **arguments)
     return parameter_report(model)
 
 

@@ -1,10 +1,10 @@
-"""zoo.plots: SVG line plots."""
+"""tf_outheads_zoo.plots: SVG line plots."""
 
 from xml.etree import ElementTree
 
 import pytest
 
-from zoo.plots import write_line_plot
+from tf_outheads_zoo.plots import write_line_plot
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from zoo import cli
-from zoo.presets import PRESETS
+from tf_outheads_zoo import cli
+from tf_outheads_zoo.presets import PRESETS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def test_presets_do_not_import_tensorflow(argv):
     # A fresh interpreter: the test process has TensorFlow loaded already.
     code = (
         "import sys\n"
-        "from zoo import cli\n"
+        "from tf_outheads_zoo import cli\n"
         f"args = cli.build_parser().parse_args(['presets', *{argv!r}])\n"
         "args.func(args)\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -67,7 +67,7 @@ def test_presets_do_not_import_tensorflow(argv):
 
 
 def test_settings_reference_lists_every_key_of_the_schema(capsys):
-    from zoo.config import MODEL_TYPES, SECTIONS, section_fields
+    from tf_outheads_zoo.config import MODEL_TYPES, SECTIONS, section_fields
 
     settings = _run(capsys, "--markdown").split("\n## Settings\n")[1]
     rows = [line for line in settings.splitlines() if line.startswith("| `")]

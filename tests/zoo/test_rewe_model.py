@@ -28,7 +28,7 @@ from tf_outheads.decoding import greedy_search
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.metrics import parameter_report
 from tf_outheads.training.objective import Objective
-from zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 SOURCE_VOCAB = 23
 TARGET_VOCAB = 19
@@ -436,7 +436,7 @@ MIRRORED_SCRIPT = textwrap.dedent('''
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     from tf_outheads import compile_for_translation
-    from zoo.lstm import LSTMSeq2Seq
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
     keras.utils.set_random_seed(3)
     rng = np.random.default_rng(0)
@@ -476,7 +476,7 @@ def test_mirrored_strategy_trains_both_outputs():
 # -- zoo presets and the CLI -----------------------------------------------------------------
 
 def test_cpu_pair_differs_only_by_rewe():
-    from zoo.presets import get_preset
+    from tf_outheads_zoo.presets import get_preset
 
     plain, rewe = get_preset("lstm-cpu"), get_preset("lstm-cpu-rewe")
     assert rewe["model"].pop("rewe") == {"hidden_dim": 200, "embedding_dim": 300,
@@ -497,8 +497,8 @@ def test_cpu_pair_differs_only_by_rewe():
 @pytest.mark.parametrize("name", ["lstm-cpu-rewe", "lstm-rewe-paper", "lstm-rewe-paper-plain",
                                   "lstm-cpu-rewe-contrastive-a", "lstm-cpu-rewe-contrastive-b"])
 def test_every_rewe_preset_builds_compiles_and_trains_a_step(name):
-    from zoo.presets import get_preset
-    from zoo.train import build_model, training_loss
+    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.train import build_model, training_loss
 
     preset = get_preset(name, {"model.embedding_dim": 12, "model.hidden_dim": 16})
     rewe = preset["model"].get("rewe")
@@ -534,7 +534,7 @@ def small_corpus(tmp_path_factory):
 
 @pytest.mark.slow  # CLI training end to end
 def test_cli_trains_the_rewe_preset_with_separate_loss_curves(small_corpus, tmp_path):
-    from zoo import cli
+    from tf_outheads_zoo import cli
 
     run_dir = str(tmp_path / "run")
     cli.main(["train", "--preset", "lstm-cpu-rewe", "--run-dir", run_dir, "--corpus", small_corpus,

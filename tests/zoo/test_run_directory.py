@@ -13,8 +13,8 @@ import pytest
 
 from tests.corpus import write_corpus_slice
 from tf_outheads.training import callbacks as callbacks_module
-from zoo import cli
-from zoo import train as train_module
+from tf_outheads_zoo import cli
+from tf_outheads_zoo import train as train_module
 
 STEPS_PER_EPOCH = 3
 MAX_STEPS = 18

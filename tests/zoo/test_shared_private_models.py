@@ -11,8 +11,8 @@ from tf_outheads.data.word_pairs import WordPairs
 from tf_outheads.layers.shared_private import SharedPrivateEmbedding
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.metrics import parameter_report
-from zoo.lstm import LSTMSeq2Seq
-from zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 SOURCE_VOCAB_SIZE, TARGET_VOCAB_SIZE, DIM = 23, 19, 8
 
@@ -137,7 +137,7 @@ def test_training_with_aligned_pairs_lowers_the_loss_and_moves_shared_features(
 def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_tokenizer,
                                                               tmp_path):
     pytest.importorskip("eflomal")
-    from zoo.shared_private import resolve_pairs, write_pair_figure
+    from tf_outheads_zoo.shared_private import resolve_pairs, write_pair_figure
 
     train = bible_slice.select(range(800))
     messages = []

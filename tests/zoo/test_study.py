@@ -1,4 +1,4 @@
-"""zoo.study: seeded runs on one shared tokenizer, and the results page they produce."""
+"""tf_outheads_zoo.study: seeded runs on one shared tokenizer, and the results page they produce."""
 
 import dataclasses
 import json
@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from tests.corpus import write_corpus_slice
-from zoo import study as study_module
-from zoo.study import Arm, Claim, Study
+from tf_outheads_zoo import study as study_module
+from tf_outheads_zoo.study import Arm, Claim, Study
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +33,14 @@ def _toy_study(corpus):
 def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0):
     """A finished run directory with what `results` reads."""
     from tf_outheads import metrics
-    from zoo.presets import get_preset
+    from tf_outheads_zoo.presets import get_preset
 
     os.makedirs(run_dir)
     preset = get_preset("lstm-tiny", {"data.corpus": corpus})
     with open(os.path.join(run_dir, "preset.json"), "w") as f:
         json.dump({"name": "lstm-tiny", **preset}, f)
     results = {"steps": 4, "train_seconds": seconds}
-    from zoo.compare import run_references
+    from tf_outheads_zoo.compare import run_references
 
     for split, hyps in hyps_by_split.items():
         with open(os.path.join(run_dir, f"{split}.hyp"), "w", encoding="utf-8") as f:
@@ -168,7 +168,7 @@ def test_unknown_study_or_arm_is_refused():
 
 
 def test_every_study_arm_names_a_valid_preset_and_overrides():
-    from zoo.presets import get_preset
+    from tf_outheads_zoo.presets import get_preset
 
     for name, study in study_module.STUDIES.items():
         assert study.baseline in study.arms, name

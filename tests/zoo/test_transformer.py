@@ -1,4 +1,4 @@
-"""Tests for `zoo.transformer.TransformerSeq2Seq`, the inverse-sqrt schedule and the
+"""Tests for `tf_outheads_zoo.transformer.TransformerSeq2Seq`, the inverse-sqrt schedule and the
 Transformer presets: cached decoding against the parallel pass, masks, every head,
 saving, export, training."""
 
@@ -25,10 +25,10 @@ from tf_outheads.layers.heads import SoftmaxHead, TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.metrics import parameter_report
 from tf_outheads.training import InverseSquareRootSchedule
-from zoo.lstm import LSTMSeq2Seq
-from zoo.presets import get_preset
-from zoo.train import build_model, build_optimizer, training_loss
-from zoo.transformer import TransformerSeq2Seq, sinusoidal_position_encoding
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.train import build_model, build_optimizer, training_loss
+from tf_outheads_zoo.transformer import TransformerSeq2Seq, sinusoidal_position_encoding
 
 SOURCE_VOCAB = 23
 TARGET_VOCAB = 19
@@ -516,11 +516,11 @@ def test_inverse_sqrt_schedule_serializes():
 def test_transformer_base_preset_is_the_paper():
     preset = get_preset("transformer-base")
     assert preset["model"] == {
-        "model_dim": 512, "ffn_dim": 2048, "num_heads": 8, "encoder_layers": 6,
+        "model_type": "transformer", "model_dim": 512, "ffn_dim": 2048, "num_heads": 8, "encoder_layers": 6,
         "decoder_layers": 6, "dropout": 0.1, "attention_dropout": 0.1, "ffn_dropout": 0.1,
         "norm": "post", "head": "softmax", "shared_private": None, "rewe": None}
     train = preset["train"]
-    assert train["model_type"] == "transformer" and train["label_smoothing"] == 0.1
+    assert train["label_smoothing"] == 0.1
     assert preset["data"]["batch_tokens"] == 25000
     optimizer = build_optimizer(preset)
     assert optimizer.beta_1 == 0.9 and optimizer.beta_2 == 0.98 and optimizer.epsilon == 1e-9
@@ -590,13 +590,13 @@ def test_training_on_bible_slice_lowers_loss_and_greedy_decodes(bible_slice, tok
                                atol=1e-4)
 
 
-# -- last: zoo.train.run_training calls tf.random.set_seed, which frees SentencePiece resources
+# -- last: tf_outheads_zoo.train.run_training calls tf.random.set_seed, which frees SentencePiece resources
 
 @pytest.mark.slow  # CLI training end to end
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 @pytest.mark.parametrize("preset", ["transformer-cpu", "transformer-cpu-shared-private"])
 def test_cli_trains_the_transformer_cpu_preset(preset, tmp_path):
-    from zoo import cli
+    from tf_outheads_zoo import cli
 
     if "shared" in preset:
         pytest.importorskip("eflomal")
@@ -613,7 +613,7 @@ def test_cli_trains_the_transformer_cpu_preset(preset, tmp_path):
     assert results["steps"] == 6
     with open(os.path.join(run_dir, "test.hyp"), encoding="utf-8") as f:
         assert len(f.read().splitlines()) == 8
-    from zoo.train import load_run
+    from tf_outheads_zoo.train import load_run
 
     model, *_ = load_run(run_dir)
     assert type(model) is TransformerSeq2Seq and model.model_dim == 16

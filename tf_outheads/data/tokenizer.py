@@ -499,7 +499,7 @@ def build_tokenizers(
     Example:
 
     ```python
-    corpus = tf_outheads.data.read_tsv("zoo/data/bible-es-en.tsv.gz")
+    corpus = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz")
     source_tokenizer, target_tokenizer = tf_outheads.data.build_tokenizers(
         corpus.sources, corpus.targets, "run/tokenizer", vocab_size=8000)
     ```

@@ -150,7 +150,7 @@ def train_word_vectors(
     Example:
 
     ```python
-    corpus = tf_outheads.data.read_tsv("zoo/data/bible-es-en.tsv.gz")
+    corpus = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz")
     _, target_tokenizer = tf_outheads.data.build_tokenizers(
         corpus.sources, corpus.targets, "run/tokenizer")
     path = tf_outheads.data.train_word_vectors(

@@ -87,7 +87,7 @@ class TranslatorModule(tf.Module):
     Args:
         model: a model with `initial_decoding_state(source_ids, max_length)`,
             `make_step_fn(cache)` and a `head` with `inference_cache()`
-            (`zoo.LSTMSeq2Seq`); `source_alignments(source_ids, target_in)`
+            (`tf_outheads_zoo.LSTMSeq2Seq`); `source_alignments(source_ids, target_in)`
             for `<unk>` replacement.
         source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         target_tokenizer: `tf_outheads.data.SubwordTokenizer` (may be the

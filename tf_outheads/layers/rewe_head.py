@@ -11,7 +11,7 @@ the model ignores e_j: decoding, export and the inference parameter count are
 those of the plain model. :class:`ReWEHead` is that network; it also owns
 where the gold vectors e(y) come from (`target_vectors()`).
 
-A model that has a ReWE head (`zoo.LSTMSeq2Seq(rewe=...)`, through
+A model that has a ReWE head (`tf_outheads_zoo.LSTMSeq2Seq(rewe=...)`, through
 `tf_outheads.training.HeadLossMixin`) returns `{"logits": ..., "rewe": ...}`
 (the names below) in training steps and evaluation steps of a model compiled
 with the ReWE loss, and only the logits otherwise.

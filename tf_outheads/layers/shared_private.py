@@ -326,8 +326,8 @@ def shared_private_argument(spec, source_vocabulary_size, target_vocabulary_size
         if spec.get("pairs") in ("auto", "identity"):
             raise ValueError(
                 f"`shared_private.pairs = {spec['pairs']!r}` is a zoo preset setting that "
-                "zoo.train resolves with the run's corpus and tokenizers "
-                "(zoo.shared_private.resolve_pairs); a model needs the pairs themselves: "
+                "tf_outheads_zoo.train resolves with the run's corpus and tokenizers "
+                "(tf_outheads_zoo.shared_private.resolve_pairs); a model needs the pairs themselves: "
                 "tf_outheads.data.build_word_pairs(...) or WordPairs.identity(V).")
         unknown = set(spec) - {"pairs", "sharing_ratios"}
         if unknown or "pairs" not in spec:

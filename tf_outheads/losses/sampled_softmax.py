@@ -198,7 +198,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
     Example:
     ```python
     from tf_outheads import SampledSoftmaxLoss, compile_for_translation
-    from zoo import LSTMSeq2Seq
+    from tf_outheads_zoo import LSTMSeq2Seq
     model = LSTMSeq2Seq(8000, 32000, head={"class_name": "joint", "config": {}})
     compile_for_translation(model, loss=SampledSoftmaxLoss(fraction=0.05))
     ```

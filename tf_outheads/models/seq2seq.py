@@ -1,6 +1,6 @@
 """`Seq2SeqModel`: what every encoder–decoder of the zoo shares, whatever its backbone.
 
-A subclass (`zoo.LSTMSeq2Seq`, `zoo.TransformerSeq2Seq`) brings its encoder and
+A subclass (`tf_outheads_zoo.LSTMSeq2Seq`, `tf_outheads_zoo.TransformerSeq2Seq`) brings its encoder and
 decoder and keeps only what differs between backbones:
 
 - `hidden_size`: the size of the decoder outputs `h` the heads read;

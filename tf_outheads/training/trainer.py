@@ -585,7 +585,7 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
     Example:
     ```python
     from tf_outheads import compile_for_translation, training
-    from zoo import LSTMSeq2Seq
+    from tf_outheads_zoo import LSTMSeq2Seq
     strategy = training.make_strategy("mirrored")          # all local GPUs
     with strategy.scope():
         model = LSTMSeq2Seq(8000, 8000, head="tied")

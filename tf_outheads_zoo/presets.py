@@ -1,18 +1,18 @@
 """Named training set-ups: the papers' configurations and CPU-sized variants.
 
 A preset is a parent (another preset, a shared base below, or the schema's
-defaults, `zoo.config`) and the keys it changes, checked against the schema
+defaults, `tf_outheads_zoo.config`) and the keys it changes, checked against the schema
 when it is defined, with a comment saying where the values come from.
 `get_preset(name, overrides)` returns its plain dict of four sections, `data`
 (corpus, cleaning, tokenizer, batching), `model` (keyword arguments of the zoo
 model), `train` (optimizer, loss, schedule) and `decode`, with dotted overrides
-applied (`{"train.max_minutes": 5}`); every key of `zoo/config.py` can be set
+applied (`{"train.max_minutes": 5}`); every key of `tf_outheads_zoo/config.py` can be set
 on every preset it applies to.
 """
 
 import copy
 
-from zoo.config import (
+from tf_outheads_zoo.config import (
     BIBLE_WEB_ARTIFACTS,
     EMBEDDED_CORPUS,
     ConfigError,
@@ -20,7 +20,7 @@ from zoo.config import (
     apply_overrides,
 )
 
-# The corpus constants, `ConfigError` and `apply_overrides` live in `zoo.config`;
+# The corpus constants, `ConfigError` and `apply_overrides` live in `tf_outheads_zoo.config`;
 # importing them from here keeps working.
 __all__ = ["BIBLE_WEB_ARTIFACTS", "DEFAULT_PRESET", "EMBEDDED_CORPUS", "PAPPAS_HEADS",
            "PRESETS", "PRESET_CONFIGS", "ConfigError", "apply_overrides", "define", "derive",
@@ -455,10 +455,10 @@ def get_preset(name, overrides=None):
     Args:
         name: str, a key of `PRESETS`.
         overrides: dict `"section.key" → value`, e.g. `{"train.max_minutes": 2}`;
-            checked and coerced against the schema (`zoo.config`).
+            checked and coerced against the schema (`tf_outheads_zoo.config`).
 
     Raises:
-        ValueError: unknown preset; `zoo.config.ConfigError` (a `ValueError`): an
+        ValueError: unknown preset; `tf_outheads_zoo.config.ConfigError` (a `ValueError`): an
             override naming an unknown key (the section's valid keys are listed),
             a key of another model type, or a value of the wrong type.
     """

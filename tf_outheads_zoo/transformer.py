@@ -44,13 +44,13 @@ class _Sublayers(keras.layers.Layer):
     def __init__(self, model_dim, ffn_dim, num_heads, dropout=0.0, attention_dropout=0.0,
                  ffn_dropout=0.0, norm="post", **kwargs):
         super().__init__(**kwargs)
-        self.model_dim = model_dim
-        self.ffn_dim = ffn_dim
-        self.num_heads = num_heads
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.ffn_dropout = ffn_dropout
-        self.norm = norm
+        # The layer's configuration; the sub-layers below are built from it.
+        self.layer_settings = {
+            "model_dim": model_dim, "ffn_dim": ffn_dim, "num_heads": num_heads,
+            "dropout": dropout, "attention_dropout": attention_dropout,
+            "ffn_dropout": ffn_dropout, "norm": norm,
+        }
+        self.model_dim, self.norm = model_dim, norm
         self.ffn_inner = keras.layers.Dense(ffn_dim, activation="relu",
                                             kernel_initializer="glorot_uniform",
                                             dtype=self.dtype_policy, name="ffn_inner")
@@ -65,12 +65,14 @@ class _Sublayers(keras.layers.Layer):
                                                dtype=self.dtype_policy, name=name)
 
     def _attention(self, name):
-        return MultiHeadAttention(self.num_heads, self.model_dim, dropout=self.attention_dropout,
+        settings = self.layer_settings
+        return MultiHeadAttention(settings["num_heads"], self.model_dim,
+                                  dropout=settings["attention_dropout"],
                                   dtype=self.dtype_policy, name=name)
 
     def _build_feed_forward(self):
         self.ffn_inner.build((None, None, self.model_dim))
-        self.ffn_outer.build((None, None, self.ffn_dim))
+        self.ffn_outer.build((None, None, self.layer_settings["ffn_dim"]))
         self.ffn_norm.build((None, None, self.model_dim))
 
     def _sublayer_input(self, x, norm):
@@ -88,11 +90,7 @@ class _Sublayers(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "model_dim": self.model_dim, "ffn_dim": self.ffn_dim, "num_heads": self.num_heads,
-            "dropout": self.dropout, "attention_dropout": self.attention_dropout,
-            "ffn_dropout": self.ffn_dropout, "norm": self.norm,
-        })
+        config.update(self.layer_settings)
         return config
 
 
@@ -185,17 +183,17 @@ class _Stack(keras.layers.Layer):
                  attention_dropout=0.0, ffn_dropout=0.0, norm="post", **kwargs):
         super().__init__(**kwargs)
         self.num_layers = num_layers
+        # Every layer of the stack is built from, and configured by, these settings.
+        self.layer_settings = {
+            "model_dim": model_dim, "ffn_dim": ffn_dim, "num_heads": num_heads,
+            "dropout": dropout, "attention_dropout": attention_dropout,
+            "ffn_dropout": ffn_dropout, "norm": norm,
+        }
         self.model_dim = model_dim
-        self.ffn_dim = ffn_dim
         self.num_heads = num_heads
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.ffn_dropout = ffn_dropout
-        self.norm = norm
         self.blocks = [
-            self.layer_class(model_dim, ffn_dim, num_heads, dropout=dropout,
-                             attention_dropout=attention_dropout, ffn_dropout=ffn_dropout,
-                             norm=norm, dtype=self.dtype_policy, name=f"layer_{index}")
+            self.layer_class(**self.layer_settings, dtype=self.dtype_policy,
+                             name=f"layer_{index}")
             for index in range(num_layers)
         ]
         # Pre-norm leaves the residual stream unnormalised: one last layer norm.
@@ -216,12 +214,7 @@ class _Stack(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "num_layers": self.num_layers, "model_dim": self.model_dim, "ffn_dim": self.ffn_dim,
-            "num_heads": self.num_heads, "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout, "ffn_dropout": self.ffn_dropout,
-            "norm": self.norm,
-        })
+        config.update({"num_layers": self.num_layers, **self.layer_settings})
         return config
 
 
@@ -398,7 +391,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     Example:
     ```python
     import numpy as np
-    from zoo.transformer import TransformerSeq2Seq
+    from tf_outheads_zoo.transformer import TransformerSeq2Seq
     model = TransformerSeq2Seq(100, 120, model_dim=32, ffn_dim=64, num_heads=4,
                                encoder_layers=2, decoder_layers=2, head="tied")
     logits = model({"source_ids": np.ones((2, 7), "int32"),

@@ -39,7 +39,7 @@ def parse_overrides(pairs):
 
 
 def _train(args):
-    from zoo.train import run_training
+    from tf_outheads_zoo.train import run_training
 
     overrides = parse_overrides(args.set)
     if args.max_minutes is not None:
@@ -51,7 +51,7 @@ def _train(args):
     for name in ("strategy", "num_gpus", "precision", "accumulation_steps"):
         if getattr(args, name) is not None:
             overrides[f"train.{name}"] = getattr(args, name)
-    from zoo.presets import DEFAULT_PRESET
+    from tf_outheads_zoo.presets import DEFAULT_PRESET
 
     run_dir = args.run_dir or os.path.join("runs", args.preset or DEFAULT_PRESET)
     run_training(args.preset, run_dir, overrides)
@@ -69,7 +69,7 @@ def _average(args):
     import functools
 
     from tf_outheads.training.backup import BackupManager, average_checkpoints, write_atomically
-    from zoo.train import load_run, save_model
+    from tf_outheads_zoo.train import load_run, save_model
 
     model, source_tokenizer, target_tokenizer, _ = load_run(args.run_dir)
     paths = BackupManager(os.path.join(args.run_dir, "backup")).last(args.last)
@@ -87,7 +87,7 @@ def _average(args):
 def _translate(args):
     from tf_outheads.decoding.translator import Translator
     from tf_outheads.metrics import read_lines, split_lines
-    from zoo.train import load_run
+    from tf_outheads_zoo.train import load_run
 
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     # Lines end at "\n" only, for a file and for standard input alike (not at U+2028,
@@ -107,7 +107,7 @@ def _translate(args):
 
 
 def _compare(args):
-    from zoo.compare import compare_runs
+    from tf_outheads_zoo.compare import compare_runs
 
     compare_runs(args.run_dirs, args.output, labels=args.labels, window=args.window,
                  significance=None if args.significance == "none" else args.significance,
@@ -115,7 +115,7 @@ def _compare(args):
 
 
 def _study(args):
-    from zoo.study import run_study
+    from tf_outheads_zoo.study import run_study
 
     seeds = _int_tuple(args.seeds) if args.seeds else None
     arms = [a for a in args.arms.split(",") if a] if args.arms else None
@@ -124,7 +124,7 @@ def _study(args):
 
 
 def _results(args):
-    from zoo.study import collect_records, write_results
+    from tf_outheads_zoo.study import collect_records, write_results
 
     if args.collect_from:
         count = collect_records(args.collect_from, args.runs_dir, log=lambda *_: None)
@@ -143,7 +143,7 @@ def _int_tuple(text):
 
 def _export(args):
     from tf_outheads.export import export_options, export_translator
-    from zoo.train import load_run
+    from tf_outheads_zoo.train import load_run
 
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     # Defaults of the SavedModel's signatures: the run's decoding settings,
@@ -158,8 +158,8 @@ def _export(args):
 
 def _evaluate(args):
     from tf_outheads.metrics import evaluate_translations, format_report, read_lines
-    from zoo.presets import DEFAULT_PRESET, get_preset
-    from zoo.train import read_split
+    from tf_outheads_zoo.presets import DEFAULT_PRESET, get_preset
+    from tf_outheads_zoo.train import read_split
 
     hypotheses = read_lines(args.hypotheses)
     if args.references:
@@ -193,7 +193,7 @@ def _evaluate(args):
     report = {name: {"score": s.score, "signature": s.signature} for name, s in results.items()}
     if args.run_dir:
         from tf_outheads.metrics import parameter_report
-        from zoo.train import load_run
+        from tf_outheads_zoo.train import load_run
 
         params = parameter_report(load_run(args.run_dir)[0])
         print(params)
@@ -228,7 +228,7 @@ def _preset_families(presets):
 def _preset_model(preset):
     """`"biLSTM 1×256"`, `"Transformer 6+6, 512/2048, post-norm"`: the model in a few words."""
     model = preset["model"]
-    if preset["train"]["model_type"] == "transformer":
+    if model["model_type"] == "transformer":
         return (f"Transformer {model['encoder_layers']}+{model['decoder_layers']}, "
                 f"{model['model_dim']}/{model['ffn_dim']}, {model['norm']}-norm")
     layers = model["num_layers"]
@@ -261,9 +261,9 @@ def _preset_head(preset):
 
 def presets_markdown(presets=None):
     """The Markdown catalogue of `presets` (default: every preset) and the reference of
-    every setting (`zoo.config`): docs/presets.md."""
-    from zoo.config import reference_markdown
-    from zoo.presets import DEFAULT_PRESET, PRESETS
+    every setting (`tf_outheads_zoo.config`): docs/presets.md."""
+    from tf_outheads_zoo.config import reference_markdown
+    from tf_outheads_zoo.presets import DEFAULT_PRESET, PRESETS
 
     presets = PRESETS if presets is None else presets
     lines = ["# Presets", "",
@@ -272,7 +272,7 @@ def presets_markdown(presets=None):
              f"`tf-outheads train --preset NAME` trains one (default `{DEFAULT_PRESET}`); "
              "`--set section.key=value` changes any of its settings (listed under "
              "[Settings](#settings)). Every value, and the paper section or table it "
-             "follows, is in `zoo/presets.py`.", ""]
+             "follows, is in `tf_outheads_zoo/presets.py`.", ""]
     for family, title, names in _preset_families(presets):
         lines += [f"## {title}", "", "| name | model | head | description |",
                   "|---|---|---|---|"]
@@ -287,7 +287,7 @@ def _presets(args):
     import shutil
     import textwrap
 
-    from zoo.presets import PRESETS
+    from tf_outheads_zoo.presets import PRESETS
 
     if args.markdown:
         sys.stdout.write(presets_markdown())
@@ -304,7 +304,7 @@ def _presets(args):
 
 
 def build_parser():
-    from zoo.presets import DEFAULT_PRESET, PRESETS
+    from tf_outheads_zoo.presets import DEFAULT_PRESET, PRESETS
 
     parser = argparse.ArgumentParser(prog="tf-outheads", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -389,7 +389,7 @@ def build_parser():
                          help="resamples (bs) or trials (ar) of the test (default 1000)")
     compare.set_defaults(func=_compare)
 
-    from zoo.study import DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES
+    from tf_outheads_zoo.study import DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES
 
     study = commands.add_parser(
         "study", help="train the seeded runs of a head comparison (docs/results.md)")
@@ -489,7 +489,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     _show_library_warnings()
     if args.command not in COMMANDS_WITHOUT_TENSORFLOW:
-        from zoo.quiet import import_tensorflow
+        from tf_outheads_zoo.quiet import import_tensorflow
 
         # Before any module of ours imports it: without start-up notices.
         import_tensorflow(log_level="0" if args.debug else "3")

@@ -13,7 +13,7 @@ import csv
 import json
 import os
 
-from zoo.plots import write_line_plot
+from tf_outheads_zoo.plots import write_line_plot
 
 
 def nll_curve(run_dir):
@@ -75,10 +75,10 @@ def _summary(run_dir, label):
 
 def run_references(run_dir, split):
     """The reference stream a run was scored against on `split` (its preset's corpus,
-    target column, known boilerplate stripped: `zoo.train.read_split`), or the
-    `<split>.ref` file of a run record (`zoo.study.record_run`)."""
+    target column, known boilerplate stripped: `tf_outheads_zoo.train.read_split`), or the
+    `<split>.ref` file of a run record (`tf_outheads_zoo.study.record_run`)."""
     from tf_outheads.metrics import read_lines
-    from zoo.train import read_split
+    from tf_outheads_zoo.train import read_split
 
     recorded = os.path.join(run_dir, f"{split}.ref")
     if os.path.exists(recorded):

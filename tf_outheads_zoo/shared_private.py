@@ -18,7 +18,7 @@ from tf_outheads.data.tokenizer import corpus_fingerprint
 from tf_outheads.data.word_pairs import CATEGORIES
 from tf_outheads.data.word_pairs import WordPairs
 from tf_outheads.data.word_pairs import word_pairs_from_tokenizers
-from zoo.plots import write_paired_embedding_plot
+from tf_outheads_zoo.plots import write_paired_embedding_plot
 
 PAIRS_FILE = "word_pairs.tsv"
 FIGURE_FILE = "paired_embeddings_pca.svg"

@@ -1,6 +1,6 @@
 """The main job: train a preset on a corpus, report dev/test BLEU, write translations.
 
-Everything here is a few calls into `tf_outheads`; the CLI (`zoo.cli`) is a thin
+Everything here is a few calls into `tf_outheads`; the CLI (`tf_outheads_zoo.cli`) is a thin
 layer over `run_training`, `translate_file` and `evaluate_files`.
 """
 
@@ -29,12 +29,12 @@ from tf_outheads.training.translation import compile_for_translation, translatio
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model
-from zoo.config import ConfigError, read_stored_preset
-from zoo.lstm import LSTMSeq2Seq
-from zoo.plots import write_line_plot
-from zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
-from zoo.shared_private import FIGURE_FILE, PAIRS_FILE, resolve_pairs, write_pair_figure
-from zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.config import ConfigError, read_stored_preset
+from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.plots import write_line_plot
+from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
+from tf_outheads_zoo.shared_private import FIGURE_FILE, PAIRS_FILE, resolve_pairs, write_pair_figure
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 MODEL_TYPES = {"lstm": LSTMSeq2Seq, "transformer": TransformerSeq2Seq}
 # `train.learning_rate_schedule["name"]` → schedule class.
@@ -63,7 +63,7 @@ class RunDirectoryError(ValueError):
 def stored_preset(run_dir):
     """The `preset.json` of `run_dir` (`{"name": ..., "data": ..., ...}`), or `None`.
 
-    Read through the schema (`zoo.config.read_stored_preset`): a file written
+    Read through the schema (`tf_outheads_zoo.config.read_stored_preset`): a file written
     before a key existed gets the value the run trained with (`data.bucket_width`
     8), so the run resumes as it was trained.
     """
@@ -227,15 +227,22 @@ def tokenizer_seed(preset):
     """SentencePiece's seed: `data.tokenizer_seed`, or `train.seed` when that is `None`.
 
     Runs that differ only in `train.seed` cut the corpus into the same pieces
-    when they share `data.tokenizer_seed` (seed studies, `zoo.study`).
+    when they share `data.tokenizer_seed` (seed studies, `tf_outheads_zoo.study`).
     """
     seed = preset["data"].get("tokenizer_seed")
     return preset["train"]["seed"] if seed is None else seed
 
 
+def model_arguments(preset):
+    """`(model class, keyword arguments)` of a preset's `model` section: its
+    `model_type` picks the class, the other keys are the class's arguments."""
+    arguments = dict(preset["model"])
+    return MODEL_TYPES[arguments.pop("model_type")], arguments
+
+
 def build_model(preset, source_vocabulary_size, target_vocabulary_size):
-    model_cls = MODEL_TYPES[preset["train"]["model_type"]]
-    return model_cls(source_vocabulary_size, target_vocabulary_size, **preset["model"])
+    model_cls, arguments = model_arguments(preset)
+    return model_cls(source_vocabulary_size, target_vocabulary_size, **arguments)
 
 
 def learning_rate(preset):
@@ -595,7 +602,7 @@ class LossCurves(keras.callbacks.Callback):
     `path` (`step,epoch,loss[,logits_loss,rewe_loss,weighted_rewe_loss],tokens,time`:
     the step's target tokens and the wall clock at its end), so a resumed run
     continues the file. At the end, the plot (`.svg` next to `path`,
-    `zoo.plots.write_line_plot`). `zoo.compare.nll_curve` reads either form back.
+    `tf_outheads_zoo.plots.write_line_plot`). `tf_outheads_zoo.compare.nll_curve` reads either form back.
     """
 
     def __init__(self, path, rewe_weight=None, log=print):
@@ -716,7 +723,8 @@ def check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokeniz
 
 
 def load_run(run_dir):
-    """The trained model and tokenizers of a run directory (checked to belong together)."""
+    """The trained model and tokenizers of a run directory (checked to belong together),
+    and its preset (`stored_preset`: in today's form, whichever version wrote it)."""
     model_path = os.path.join(run_dir, "model.keras")
     if not os.path.exists(model_path):
         raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
@@ -731,6 +739,8 @@ def load_run(run_dir):
                          "`tf-outheads train --run-dir` after deleting it") from None
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
-    with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
-        preset = json.load(f)
+    preset = stored_preset(run_dir)
+    if preset is None:
+        raise FileNotFoundError(f"{os.path.join(run_dir, PRESET_FILE)}: the run's preset is "
+                                "missing (tf-outheads train writes it)")
     return model, source_tokenizer, target_tokenizer, preset

@@ -1,6 +1,6 @@
 """Model zoo: seq2seq models that take any tf_outheads head, named presets, the CLI.
 
-`from zoo import LSTMSeq2Seq, TransformerSeq2Seq`. Imports are lazy so that `tf-outheads --help`
+`from tf_outheads_zoo import LSTMSeq2Seq, TransformerSeq2Seq`. Imports are lazy so that `tf-outheads --help`
 answers without loading TensorFlow.
 """
 
@@ -9,15 +9,15 @@ __all__ = ["LSTMSeq2Seq", "PRESETS", "TransformerSeq2Seq", "get_preset"]
 
 def __getattr__(name):
     if name == "LSTMSeq2Seq":
-        from zoo.lstm import LSTMSeq2Seq
+        from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
         return LSTMSeq2Seq
     if name == "TransformerSeq2Seq":
-        from zoo.transformer import TransformerSeq2Seq
+        from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
         return TransformerSeq2Seq
     if name in ("PRESETS", "get_preset"):
-        from zoo import presets
+        from tf_outheads_zoo import presets
 
         return getattr(presets, name)
-    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    raise AttributeError(f"module 'tf_outheads_zoo' has no attribute {name!r}")

@@ -92,7 +92,7 @@ class Study:
 
 
 def _pappas_arm(head, core=False):
-    from zoo.presets import PAPPAS_HEADS
+    from tf_outheads_zoo.presets import PAPPAS_HEADS
 
     return Arm("lstm-cpu-tied", (("model.head", PAPPAS_HEADS[head]),), core=core)
 
@@ -205,8 +205,8 @@ def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
     model(s), trained with `TOKENIZER_SEED` on the preset's cleaned training split.
     """
     from tf_outheads import data as tfo_data
-    from zoo.presets import get_preset
-    from zoo.train import load_splits
+    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.train import load_splits
 
     preset = get_preset(preset_name, overrides)
     data_config = preset["data"]
@@ -260,7 +260,7 @@ def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log
             "train.steps_per_epoch": eval_every,
             "train.patience": None,
         })
-        command = [sys.executable, "-m", "zoo.cli", "train", "--preset", arm.preset,
+        command = [sys.executable, "-m", "tf_outheads_zoo.cli", "train", "--preset", arm.preset,
                    "--run-dir", run_dir]
         for key, value in overrides.items():
             command += ["--set", f"{key}={_literal(value)}"]
@@ -281,13 +281,13 @@ def record_run(run_dir, runs_dir, records_dir, log=print):
 
     Recorded: `RECORD_FILES`, every `*.hyp` (dev, test and extra decodings), and
     `<split>.ref`, the references the run was scored against
-    (`zoo.compare.run_references`), so that a record needs neither the corpus
+    (`tf_outheads_zoo.compare.run_references`), so that a record needs neither the corpus
     nor the weights. Files are replaced atomically; returns the record's path.
 
     Raises:
         FileNotFoundError: `run_dir` has no `results.json` (not finished).
     """
-    from zoo.compare import run_references
+    from tf_outheads_zoo.compare import run_references
 
     if not os.path.exists(os.path.join(run_dir, "results.json")):
         raise FileNotFoundError(f"{os.path.join(run_dir, 'results.json')}: the run has not "
@@ -322,7 +322,7 @@ def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
 
 def _decode_variant(run_dir, suffix, options, log=print):
     """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`."""
-    from zoo.train import read_split
+    from tf_outheads_zoo.train import read_split
 
     with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
         data_config = json.load(f)["data"]
@@ -334,7 +334,7 @@ def _decode_variant(run_dir, suffix, options, log=print):
         with open(source, "w", encoding="utf-8") as f:
             f.write("\n".join(read_split(data_config, split, log=lambda *_: None).sources)
                     + "\n")
-        command = [sys.executable, "-m", "zoo.cli", "translate", "--run-dir", run_dir,
+        command = [sys.executable, "-m", "tf_outheads_zoo.cli", "translate", "--run-dir", run_dir,
                    "--input", source, "--output", output + ".tmp"]
         for name, value in options.items():
             command += [f"--{name.replace('_', '-')}", str(value)]
@@ -406,7 +406,7 @@ def _hyp_name(split, variant):
 def _variant_score(run_dir, split, variant):
     """BLEU of a run's `split` translations (`variant`: an extra decoding or `None`)."""
     from tf_outheads.metrics import corpus_bleu, read_lines
-    from zoo.compare import run_references
+    from tf_outheads_zoo.compare import run_references
 
     if variant is None:
         with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
@@ -417,7 +417,7 @@ def _variant_score(run_dir, split, variant):
 
 def _paired_p(baseline_dir, run_dir, split, variant, samples):
     from tf_outheads.metrics import paired_significance, read_lines
-    from zoo.compare import run_references
+    from tf_outheads_zoo.compare import run_references
 
     references = run_references(baseline_dir, split)
     systems = [("baseline", read_lines(os.path.join(baseline_dir, _hyp_name(split, variant)))),
@@ -444,7 +444,7 @@ def _curve_means(run_dirs, reader):
 
 
 def _loss_curve(run_dir, window=50):
-    from zoo.compare import moving_average, nll_curve
+    from tf_outheads_zoo.compare import moving_average, nll_curve
 
     steps, values = nll_curve(run_dir)
     return steps, moving_average(values, window)
@@ -465,7 +465,7 @@ def _bleu_curve(run_dir):
 
 def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000):
     """The Markdown section of one study (and its SVG figures in `figures_dir`)."""
-    from zoo.plots import write_line_plot
+    from tf_outheads_zoo.plots import write_line_plot
 
     study = _study(name)
     runs = {arm: _finished_runs(runs_dir, study, arm) for arm in study.arms}

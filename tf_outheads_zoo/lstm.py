@@ -292,7 +292,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
     Example:
     ```python
     import numpy as np
-    from zoo.lstm import LSTMSeq2Seq
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
     model = LSTMSeq2Seq(100, 120, embedding_dim=32, hidden_dim=32, num_layers=1,
                         head="tied")
     logits = model({"source_ids": np.ones((2, 7), "int32"),
@@ -433,7 +433,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
             source_ids: int `(B, S)`, padded with 0.
             max_length: the number of decoding steps the search will run (int
                 or int32 tensor), part of the decoding contract for models
-                that preallocate per-step caches (`zoo.TransformerSeq2Seq`).
+                that preallocate per-step caches (`tf_outheads_zoo.TransformerSeq2Seq`).
                 Ignored: the LSTM state does not grow with the output.
                 Defaults to `None`.
         """

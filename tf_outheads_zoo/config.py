@@ -8,7 +8,7 @@ chosen by `model.model_type`; the keys every model type has are those of
 distribution) and `DecodeConfig`. `RunConfig` holds the four and a
 description. Everything that reads settings goes through the same checks:
 
-- presets (`zoo.presets`): a parent (or the defaults) and the keys it changes,
+- presets (`tf_outheads_zoo.presets`): a parent (or the defaults) and the keys it changes,
   `RunConfig.updated`;
 - `--set section.key=value` and other dotted overrides, `RunConfig.with_overrides`;
 - a user's run file (YAML or JSON, an optional `preset:` base),
@@ -21,9 +21,8 @@ a key of the other model type says which type it belongs to; values are
 checked (and numbers coerced) against the field's type and choices.
 
 `RunConfig.to_dict()` is the plain nested dict the rest of the zoo reads
-(`zoo.train`, the CLI): `train.model_type` stays where it was (the typed
-config keeps it in `model`), and `model` holds exactly the keyword arguments of
-the model class.
+(`tf_outheads_zoo.train`, the CLI): `model` holds `model_type` and the keyword arguments of
+the model class (`tf_outheads_zoo.train.model_arguments` splits them).
 """
 
 import copy
@@ -77,7 +76,7 @@ def setting(default, doc, *, legacy=_SAME, choices=None, keys=None):
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    """Corpus, cleaning, tokenizer and batching (`zoo.train.load_splits`, `_run_training`)."""
+    """Corpus, cleaning, tokenizer and batching (`tf_outheads_zoo.train.load_splits`, `_run_training`)."""
 
     corpus: str = setting(EMBEDDED_CORPUS, "TSV corpus with train/dev/test splits "
                           "(default: the embedded Bible corpus)")
@@ -120,8 +119,8 @@ MODEL_TYPES = ("lstm", "transformer")
 class ModelConfig:
     """The keys of every model type; `LSTMConfig` and `TransformerConfig` add their own."""
 
-    model_type: str = setting("lstm", "the zoo model: zoo.LSTMSeq2Seq or "
-                              "zoo.TransformerSeq2Seq", choices=MODEL_TYPES)
+    model_type: str = setting("lstm", "the zoo model: tf_outheads_zoo.LSTMSeq2Seq or "
+                              "tf_outheads_zoo.TransformerSeq2Seq", choices=MODEL_TYPES)
     head: str | dict = setting(
         "softmax", "output layer: a registered head name, or {class_name, config}",
         keys=("class_name", "config"))
@@ -134,7 +133,7 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LSTMConfig(ModelConfig):
-    """`zoo.LSTMSeq2Seq`: attentional LSTM (Luong et al. 2015); defaults are the class's."""
+    """`tf_outheads_zoo.LSTMSeq2Seq`: attentional LSTM (Luong et al. 2015); defaults are the class's."""
 
     embedding_dim: int = setting(512, "target (and source) embedding size")
     source_embedding_dim: int | None = setting(None, "source embedding size; None: "
@@ -154,7 +153,7 @@ class LSTMConfig(ModelConfig):
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(ModelConfig):
-    """`zoo.TransformerSeq2Seq` (Vaswani et al. 2017); defaults are the class's (base)."""
+    """`tf_outheads_zoo.TransformerSeq2Seq` (Vaswani et al. 2017); defaults are the class's (base)."""
 
     model_dim: int = setting(512, "d_model")
     ffn_dim: int = setting(2048, "d_ff, the feed-forward inner size")
@@ -172,7 +171,7 @@ MODEL_CONFIGS = {"lstm": LSTMConfig, "transformer": TransformerConfig}
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Optimizer, loss, budgets, evaluation, backups and distribution (`zoo.train`)."""
+    """Optimizer, loss, budgets, evaluation, backups and distribution (`tf_outheads_zoo.train`)."""
 
     learning_rate: float | None = setting(1e-3, "Adam's learning rate; None: given by "
                                           "learning_rate_schedule")
@@ -485,9 +484,9 @@ class RunConfig:
     def to_dict(self):
         """The plain nested dict the zoo reads: `{description, data, model, train, decode}`.
 
-        `train.model_type` is where consumers read it; `model` holds the model
-        class's keyword arguments (its own keys first, then `head`, `rewe`,
-        `shared_private`).
+        `model` holds `model_type` and the model class's keyword arguments (its
+        own keys first, then `head`, `rewe`, `shared_private`): `model_arguments`
+        (`tf_outheads_zoo.train.model_arguments`) splits the two.
         """
         def values(config, names):
             return {name: copy.deepcopy(getattr(config, name)) for name in names}
@@ -498,9 +497,8 @@ class RunConfig:
         return {
             "description": self.description,
             "data": values(self.data, [f.name for f in dataclasses.fields(self.data)]),
-            "model": values(self.model, own + common),
-            "train": {"model_type": self.model.model_type,
-                      **values(self.train, [f.name for f in dataclasses.fields(self.train)])},
+            "model": values(self.model, ["model_type"] + own + common),
+            "train": values(self.train, [f.name for f in dataclasses.fields(self.train)]),
             "decode": values(self.decode, [f.name for f in dataclasses.fields(self.decode)]),
         }
 
@@ -557,7 +555,7 @@ def read_run_config(path, overrides=None):
     if name is None:
         config = RunConfig()
     else:
-        from zoo.presets import PRESET_CONFIGS
+        from tf_outheads_zoo.presets import PRESET_CONFIGS
 
         if name not in PRESET_CONFIGS:
             close = difflib.get_close_matches(str(name), PRESET_CONFIGS, n=1)
@@ -578,7 +576,7 @@ def read_run_config(path, overrides=None):
 
 
 def load_run_config(path, overrides=None):
-    """The settings of a user's run file, as `zoo.presets.get_preset` returns a preset's.
+    """The settings of a user's run file, as `tf_outheads_zoo.presets.get_preset` returns a preset's.
 
     The file (YAML, or JSON for a `.json` name) is a mapping with an optional
     `preset:` (the base; default: the schema's defaults), an optional
@@ -638,9 +636,9 @@ def _format_default(value):
 def reference_markdown():
     """Markdown tables of every key: section, type, default, doc (docs/presets.md)."""
     lines = ["## Settings", "",
-             "Every key of the four sections (`zoo/config.py`), settable on every preset it "
+             "Every key of the four sections (`tf_outheads_zoo/config.py`), settable on every preset it "
              "applies to with `--set section.key=value` or in a run file "
-             "(`zoo.config.load_run_config`). Model keys depend on `model.model_type`; "
+             "(`tf_outheads_zoo.config.load_run_config`). Model keys depend on `model.model_type`; "
              "`train.model_type` is read as `model.model_type`.", ""]
 
     def default(field):
