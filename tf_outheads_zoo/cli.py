@@ -39,6 +39,7 @@ def parse_overrides(pairs):
 
 
 def _train(args):
+    from tf_outheads_zoo.config import ConfigError
     from tf_outheads_zoo.train import run_training
 
     overrides = parse_overrides(args.set)
@@ -53,8 +54,15 @@ def _train(args):
             overrides[f"train.{name}"] = getattr(args, name)
     from tf_outheads_zoo.presets import DEFAULT_PRESET
 
-    run_dir = args.run_dir or os.path.join("runs", args.preset or DEFAULT_PRESET)
-    run_training(args.preset, run_dir, overrides)
+    if args.config is not None:
+        if args.preset is not None:
+            raise ConfigError(f"--config {args.config} and --preset {args.preset}: give the "
+                              "preset inside the run file (preset: NAME), not as well")
+        default_name = os.path.splitext(os.path.basename(args.config))[0]
+    else:
+        default_name = args.preset or DEFAULT_PRESET
+    run_dir = args.run_dir or os.path.join("runs", default_name)
+    run_training(args.preset, run_dir, overrides, run_file=args.config)
 
 
 def _override(options, args, names):
@@ -316,7 +324,12 @@ def build_parser():
     train.add_argument("--preset", choices=sorted(PRESETS),
                        help=f"default: the run directory's own preset when it has one "
                             f"(a resume), else {DEFAULT_PRESET}")
-    train.add_argument("--run-dir", help="output directory (default runs/PRESET)")
+    train.add_argument("--config", metavar="RUN_FILE",
+                       help="a run file (YAML, or JSON): `preset: NAME` and the keys it "
+                            "changes, by section (docs/presets.md); --set and the options "
+                            "below apply on top")
+    train.add_argument("--run-dir", help="output directory (default runs/PRESET, or "
+                                         "runs/<run file name> with --config)")
     train.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
     train.add_argument("--max-minutes", type=float, help="wall-clock training budget")
     train.add_argument("--max-steps", type=int, help="optimizer step budget")

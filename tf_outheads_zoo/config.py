@@ -638,7 +638,8 @@ def reference_markdown():
     lines = ["## Settings", "",
              "Every key of the four sections (`tf_outheads_zoo/config.py`), settable on every preset it "
              "applies to with `--set section.key=value` or in a run file "
-             "(`tf_outheads_zoo.config.load_run_config`). Model keys depend on `model.model_type`; "
+             "(`tf-outheads train --config run.yaml`, `tf_outheads_zoo.config.load_run_config`: "
+             "`preset: NAME` and, by section, the keys it changes). Model keys depend on `model.model_type`; "
              "`train.model_type` is read as `model.model_type`.", ""]
 
     def default(field):

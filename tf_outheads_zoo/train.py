@@ -29,7 +29,7 @@ from tf_outheads.training.translation import compile_for_translation, translatio
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model
-from tf_outheads_zoo.config import ConfigError, read_stored_preset
+from tf_outheads_zoo.config import ConfigError, read_run_config, read_stored_preset
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.plots import write_line_plot
 from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
@@ -79,8 +79,12 @@ def stored_preset(run_dir):
     return {"name": name, **preset}
 
 
-def resolve_preset(preset_name, run_dir, overrides=None):
+def resolve_preset(preset_name, run_dir, overrides=None, run_file=None):
     """`(name, preset)` for `tf-outheads train` on `run_dir`, refusing a mismatch.
+
+    With `run_file` (a user's YAML/JSON run file, `tf_outheads_zoo.config.load_run_config`;
+    not together with `preset_name`), the settings are the file's, then `overrides`;
+    the name is the file's `preset:` (`None` when it starts from the defaults).
 
     Without `preset_name`, a run directory that has a `preset.json` supplies
     its own preset (so `train --run-dir R` resumes R as it was trained), else
@@ -93,7 +97,13 @@ def resolve_preset(preset_name, run_dir, overrides=None):
             settings that differ.
     """
     stored = stored_preset(run_dir)
-    if preset_name is None and stored is not None:
+    if run_file is not None:
+        if preset_name is not None:
+            raise ConfigError(f"{run_file}: give the preset inside the run file (preset: "
+                              f"NAME), not as well as it. Received: preset_name={preset_name!r}")
+        name, config = read_run_config(run_file, overrides)
+        preset = config.to_dict()
+    elif preset_name is None and stored is not None:
         name = stored.get("name") or DEFAULT_PRESET
         sections = {key: value for key, value in stored.items() if key != "name"}
         preset = apply_overrides(sections, overrides, f"{name} (from {run_dir})")
@@ -361,8 +371,12 @@ def prepare_target_vectors(data_config, train, target_tokenizer, run_dir, seed, 
     return table
 
 
-def run_training(preset_name=None, run_dir="runs/lstm-cpu", overrides=None, log=print):
+def run_training(preset_name=None, run_dir="runs/lstm-cpu", overrides=None, log=print,
+                 run_file=None):
     """Train, evaluate on dev and test, write translations; returns the results dict.
+
+    `run_file`: a user's run file (YAML/JSON: `preset:` + the keys it changes,
+    `tf_outheads_zoo.config.load_run_config`) instead of `preset_name`.
 
     `preset_name` `None`: the run directory's own preset (`preset.json`), else
     `DEFAULT_PRESET`. A run directory trained with other settings is refused
@@ -391,7 +405,7 @@ def run_training(preset_name=None, run_dir="runs/lstm-cpu", overrides=None, log=
     `run_dir/workers/<index>/` and return after training.
     """
     start = time.time()
-    preset_name, preset = resolve_preset(preset_name, run_dir, overrides)
+    preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file)
     train_config = preset["train"]
     strategy = tfo_strategy.make_strategy(train_config["strategy"],
                                           num_gpus=train_config["num_gpus"])
@@ -402,7 +416,7 @@ def run_training(preset_name=None, run_dir="runs/lstm-cpu", overrides=None, log=
         run_dir = os.path.join(run_dir, "workers", str(strategy.cluster_resolver.task_id))
     with run_directory_lock(run_dir):
         if not chief:  # a worker's own directory must fit too
-            preset_name, preset = resolve_preset(preset_name, run_dir, overrides)
+            preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file)
         finished = finished_run(run_dir, backup_dir, train_config) if chief else None
         if finished is not None:
             log(f"[train] {run_dir} is already trained to step {finished.get('steps')} "

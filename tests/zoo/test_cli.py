@@ -341,3 +341,70 @@ def test_quiet_import_keeps_lines_that_are_not_start_up_notices():
                     "to cuInit: INTERNAL: CUDA error")
     assert not is_noise("E0000 00:00:1795596467.7 22751 op_kernel.cc:1] OOM when allocating")
     assert not is_noise("Traceback (most recent call last):")
+
+
+# -- a run file (--config) -----------------------------------------------------------------
+
+def _run_file(path, corpus, **extra):
+    text = (f"preset: lstm-tiny\n"
+            f"data: {{corpus: {json.dumps(str(corpus))}, vocab_size: 400}}\n"
+            f"train: {{steps_per_epoch: 2, epochs: 10}}\n"
+            f"decode: {{max_length_offset: 3}}\n")
+    text += "".join(f"{key}: {value}\n" for key, value in extra.items())
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_train_from_a_run_file_is_the_preset_with_its_keys(small_corpus, tmp_path):
+    run_file = _run_file(tmp_path / "mine.yaml", small_corpus)
+    run_dir = tmp_path / "runs" / "mine"
+    cli.main(["train", "--config", run_file, "--run-dir", str(run_dir), "--max-steps", "4"])
+    with open(run_dir / "preset.json", encoding="utf-8") as f:
+        stored = json.load(f)
+    expected = get_preset("lstm-tiny", {
+        "data.corpus": small_corpus, "data.vocab_size": 400, "train.steps_per_epoch": 2,
+        "decode.max_length_offset": 3, "train.epochs": 10, "train.max_steps": 4})
+    assert stored.pop("name") == "lstm-tiny"
+    stored.pop("description"), expected.pop("description")
+    assert stored == json.loads(json.dumps(expected))
+    with open(run_dir / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    assert results["steps"] == 4 and "bleu[en_web]" in results["test"]
+    # Resuming with the same file and a larger budget continues the same run.
+    cli.main(["train", "--config", run_file, "--run-dir", str(run_dir), "--max-steps", "6"])
+    with open(run_dir / "results.json", encoding="utf-8") as f:
+        assert json.load(f)["steps"] == 6
+
+
+def test_a_run_file_with_another_model_is_refused_on_an_existing_run(small_corpus, tmp_path,
+                                                                      capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "preset.json").write_text(json.dumps(
+        {"name": "lstm-tiny", **get_preset("lstm-tiny", {"data.corpus": small_corpus})}),
+        encoding="utf-8")
+    run_file = _run_file(tmp_path / "other.yaml", small_corpus,
+                         model="{hidden_dim: 48}")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", run_file, "--run-dir", str(run_dir)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "model.hidden_dim" in err and "Nothing was changed" in err
+
+
+@pytest.mark.parametrize("args, edit, message", [
+    (["--preset", "lstm-tiny"], None, r"--config .*mine\.yaml and --preset lstm-tiny"),
+    ([], ("epochs: 10}", "epochs: 10, max_step: 3}"),
+     r"mine\.yaml: unknown setting train\.max_step\b.*max_steps"),
+], ids=["with_preset", "unknown_key"])
+def test_run_file_errors_name_the_file(small_corpus, tmp_path, capsys, args, edit, message):
+    run_file = tmp_path / "mine.yaml"
+    _run_file(run_file, small_corpus)
+    if edit:
+        run_file.write_text(run_file.read_text(encoding="utf-8").replace(*edit),
+                            encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(run_file), "--run-dir", str(tmp_path / "r"), *args])
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "r" / "preset.json").exists()
