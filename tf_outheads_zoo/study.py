@@ -463,6 +463,30 @@ def _bleu_curve(run_dir):
     return list(records), list(records.values())
 
 
+def _data_settings(run_dir):
+    """The `data` section a run trained with (read through the schema, so records from
+    before a key get the value they trained with), the corpus by file name only: the
+    same corpus sits at another path on another machine."""
+    from tf_outheads_zoo.config import read_stored_preset
+
+    data = dict(read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"])
+    data["corpus"] = os.path.basename(str(data["corpus"]))
+    return data
+
+
+def data_differences(runs):
+    """`{"data.key": {value: ["arm seed", ...]}}` for every data setting on which the
+    finished runs `{arm: {seed: run_dir}}` of one study disagree (pieces, batches,
+    filters): arms trained on other data are not a comparison of output layers."""
+    seen = {}
+    for arm_name, arm_runs in runs.items():
+        for seed, run_dir in sorted(arm_runs.items()):
+            for key, value in _data_settings(run_dir).items():
+                seen.setdefault(key, {}).setdefault(json.dumps(value, sort_keys=True), []
+                                                    ).append(f"{arm_name} {seed}")
+    return {f"data.{key}": values for key, values in sorted(seen.items()) if len(values) > 1}
+
+
 def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000):
     """The Markdown section of one study (and its SVG figures in `figures_dir`)."""
     from tf_outheads_zoo.plots import write_line_plot
@@ -540,10 +564,22 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
         base = os.path.dirname(os.path.dirname(figures[0])) if figures else ""
         lines += [""] + [f"![{os.path.basename(p)}]({os.path.relpath(p, base)})"
                          for p in figures]
+    differences = data_differences(runs)
+    if differences:
+        lines += ["", "**Not comparable yet:** these runs trained on different data settings, "
+                  "so no claim is judged until the runs named below are trained again "
+                  "with the study's settings:", ""]
+        for key, values in differences.items():
+            lines.append(f"- `{key}`: " + "; ".join(
+                f"{value} ({', '.join(runs_)})" for value, runs_ in values.items()))
     lines += ["", "Claims:", ""]
     for claim in study.claims:
-        lines.append(f"- {claim.text} (paper: {claim.paper_delta}): "
-                     f"{claim_verdict(summary.get(claim.arm), summary.get(claim.baseline), claim)}")
+        if differences:
+            verdict = ("**not comparable yet** (data settings differ: "
+                       f"{', '.join(differences)})")
+        else:
+            verdict = claim_verdict(summary.get(claim.arm), summary.get(claim.baseline), claim)
+        lines.append(f"- {claim.text} (paper: {claim.paper_delta}): {verdict}")
     return "\n".join(lines) + "\n"
 
 

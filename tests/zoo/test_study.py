@@ -252,3 +252,37 @@ def test_the_records_directory_is_not_git_ignored():
     record = os.path.join(study_module.RECORDS_DIR, "runs", "lstm-cpu-tied", "s1-1500", "dev.hyp")
     result = subprocess.run(["git", "check-ignore", "-q", record], cwd=repo)
     assert result.returncode == 1, f"{record} is ignored by git"
+
+
+def test_arms_trained_on_other_data_settings_are_not_compared(toy_runs, tmp_path):
+    # One arm's runs batched otherwise (as records from before data.bucket_width): the
+    # page names the setting and the runs, and judges no claim.
+    study = study_module.STUDIES["toy"]
+    for seed in study_module.study_seeds(study, "strong"):
+        path = os.path.join(study_module.arm_run_dir(toy_runs, study.arms["strong"], seed,
+                                                     study.steps), "preset.json")
+        with open(path) as f:
+            stored = json.load(f)
+        del stored["data"]["bucket_width"]  # read as the legacy 8
+        with open(path, "w") as f:
+            json.dump(stored, f)
+    text = study_module.study_report("toy", toy_runs, None, samples=100)
+    assert "**Not comparable yet:**" in text
+    assert "- `data.bucket_width`: 1 (weak 1, weak 2, weak 1234, sweep 1234); " \
+           "8 (strong 1, strong 2, strong 1234)" in text
+    assert "**holds**" not in text and "**not reproduced**" not in text
+    assert text.count("**not comparable yet** (data settings differ: data.bucket_width)") == 2
+
+
+def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
+    study = study_module.STUDIES["toy"]
+    path = os.path.join(study_module.arm_run_dir(toy_runs, study.arms["strong"], 1,
+                                                 study.steps), "preset.json")
+    with open(path) as f:
+        stored = json.load(f)
+    stored["data"]["corpus"] = "/elsewhere/" + os.path.basename(stored["data"]["corpus"])
+    with open(path, "w") as f:
+        json.dump(stored, f)
+    runs = {arm: study_module._finished_runs(toy_runs, study, arm) for arm in study.arms}
+    assert study_module.data_differences(runs) == {}
+    assert "Not comparable" not in study_module.study_report("toy", toy_runs, None, samples=50)
