@@ -12,7 +12,9 @@
 # parameters exactly as the plain model. In `tf_outheads` the network is
 # `ReWEHead`, the loss `ReWELoss`, and Eq. 7 is Keras' multi-output
 # `compile(loss={...}, loss_weights={...})`; a zoo model takes the head as
-# `rewe=...` and returns `{"logits", "rewe"}` in training and evaluation steps.
+# `rewe=...` (an auxiliary head, `model.auxiliary_heads()`). In training and
+# evaluation steps the model hands its decoder outputs `{"hidden": h}` to every
+# loss, and each loss runs its own head on them.
 #
 # This tutorial, on the embedded Spanish→English Bible corpus: takes an existing
 # model (an attentional LSTM trained with `model.fit`), adds ReWE to it, trains
@@ -121,9 +123,13 @@ source_ids = np.array([[50, 60, 70, data.EOS_ID]], "int32")
 target_in = np.array([[data.BOS_ID, 80, 90]], "int32")
 inputs = {"source_ids": source_ids, "target_in": target_in}
 print("=== OUTPUTS ===")
-training_outputs = model(inputs, training=True)
-print(f"training step: {sorted(training_outputs)} with shapes "
-      f"{[tuple(training_outputs[k].shape) for k in sorted(training_outputs)]}")
+# What a training step sees: the decoder outputs, and each head's output on them.
+with model.training_outputs():
+    training_outputs = model(inputs, training=True)
+hidden = training_outputs["hidden"]
+heads = {"logits": model.head, **model.auxiliary_heads()}
+print(f"training step: {sorted(training_outputs)} {tuple(hidden.shape)}; heads "
+      f"{sorted(heads)} with shapes {[tuple(heads[k](hidden).shape) for k in sorted(heads)]}")
 print(f"model(x) / predict / decoding: logits {tuple(model(inputs).shape)}")
 
 print("=== PARAMETERS ===")

@@ -36,8 +36,8 @@ def section(out, marker):
 def test_two_outputs_in_training_logits_at_inference(tutorial_output):
     out, _ = tutorial_output
     outputs = section(out, "=== OUTPUTS ===")
-    match = re.search(r"^training step: \['logits', 'rewe'\] with shapes \[\(1, 3, (\d+)\), "
-                      r"\(1, 3, (\d+)\)\]$", outputs, re.M)
+    match = re.search(r"^training step: \['hidden'\] \(1, 3, \d+\); heads \['logits', 'rewe'\] "
+                      r"with shapes \[\(1, 3, (\d+)\), \(1, 3, (\d+)\)\]$", outputs, re.M)
     assert match, outputs
     vocab, m = int(match.group(1)), int(match.group(2))
     assert m == TINY_SIZE
