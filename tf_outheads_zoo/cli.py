@@ -39,7 +39,6 @@ def parse_overrides(pairs):
 
 
 def _train(args):
-    from tf_outheads_zoo.config import ConfigError
     from tf_outheads_zoo.train import run_training
 
     overrides = parse_overrides(args.set)
@@ -54,10 +53,8 @@ def _train(args):
             overrides[f"train.{name}"] = getattr(args, name)
     from tf_outheads_zoo.presets import DEFAULT_PRESET
 
+    # With --config, resolve_preset refuses --preset as well (before anything is written).
     if args.config is not None:
-        if args.preset is not None:
-            raise ConfigError(f"--config {args.config} and --preset {args.preset}: give the "
-                              "preset inside the run file (preset: NAME), not as well")
         default_name = os.path.splitext(os.path.basename(args.config))[0]
     else:
         default_name = args.preset or DEFAULT_PRESET

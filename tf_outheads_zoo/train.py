@@ -99,8 +99,9 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None):
     stored = stored_preset(run_dir)
     if run_file is not None:
         if preset_name is not None:
-            raise ConfigError(f"{run_file}: give the preset inside the run file (preset: "
-                              f"NAME), not as well as it. Received: preset_name={preset_name!r}")
+            raise ConfigError(f"{run_file}: a run file and a preset ({preset_name}) both "
+                              "given; name the preset inside the run file (preset: NAME). "
+                              f"Received: preset={preset_name!r}, run_file={run_file!r}")
         name, config = read_run_config(run_file, overrides)
         preset = config.to_dict()
     elif preset_name is None and stored is not None:

@@ -393,7 +393,8 @@ def test_a_run_file_with_another_model_is_refused_on_an_existing_run(small_corpu
 
 
 @pytest.mark.parametrize("args, edit, message", [
-    (["--preset", "lstm-tiny"], None, r"--config .*mine\.yaml and --preset lstm-tiny"),
+    (["--preset", "lstm-tiny"], None,
+     r"mine\.yaml: a run file and a preset \(lstm-tiny\) both given"),
     ([], ("epochs: 10}", "epochs: 10, max_step: 3}"),
      r"mine\.yaml: unknown setting train\.max_step\b.*max_steps"),
 ], ids=["with_preset", "unknown_key"])
