@@ -174,8 +174,9 @@ def _evaluate(args):
         # Score against the corpus exactly as training reads it: the run's own
         # data settings when --run-dir is given, else the default preset's.
         if args.run_dir:
-            with open(os.path.join(args.run_dir, "preset.json"), encoding="utf-8") as f:
-                data_config = json.load(f)["data"]
+            from tf_outheads_zoo.config import read_stored_preset
+
+            data_config = read_stored_preset(os.path.join(args.run_dir, "preset.json"))[1]["data"]
         else:
             data_config = get_preset(DEFAULT_PRESET)["data"]
         for key, value in (("corpus", args.corpus), ("source_column", args.source_column),
@@ -183,11 +184,12 @@ def _evaluate(args):
                            ("reference_columns", args.reference_columns)):
             if value is not None:
                 data_config[key] = value
+                data_config[args.split] = None  # the split of the corpus given here
         if args.keep_boilerplate:
             data_config["strip_target_suffixes"] = []
         corpus = read_split(data_config, args.split)
-        primary = data_config["target_column"]
-        references = {primary: corpus.targets, **corpus.references}
+        primary = corpus.target_name
+        references = corpus.reference_streams()
     # evaluate_translations refuses streams whose line count differs from the
     # hypotheses' (sacrebleu's Python API would silently score the shorter one).
     try:

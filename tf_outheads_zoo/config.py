@@ -47,6 +47,12 @@ BIBLE_WEB_ARTIFACTS = (
     "in single combat with Goliath.",
 )
 
+# Keys of a data.dev / data.test mapping: text files, or a TSV split.
+SET_KEYS = ("source", "target", "references", "tsv", "split")
+# Keys of the data section that hold paths: relative ones in a run file are
+# relative to the run file's directory.
+_PATH_KEYS = ("corpus", "source", "target", "references", "tsv", "path")
+
 _SAME = object()  # `legacy` unset: a stored file without the key gets the default
 
 
@@ -79,7 +85,18 @@ class DataConfig:
     """Corpus, cleaning, tokenizer and batching (`tf_outheads_zoo.train.load_splits`, `_run_training`)."""
 
     corpus: str = setting(EMBEDDED_CORPUS, "TSV corpus with train/dev/test splits "
-                          "(default: the embedded Bible corpus)")
+                          "(default: the embedded Bible corpus); the sets data.train/dev/test "
+                          "do not name elsewhere come from it")
+    train: dict | list[dict] | None = setting(
+        None, "training set: None (the corpus's train split), {source, target} text files "
+        "(.gz read as gzip; streamed, never held in memory), a list of such pairs, or "
+        "{tsv, split, source, target}")
+    dev: dict | None = setting(
+        None, "dev set: None (the corpus's dev split), {source, target, references: [...]} "
+        "text files, or {tsv, split, source, target, references}",
+        keys=SET_KEYS)
+    test: dict | None = setting(
+        None, "test set, as data.dev", keys=SET_KEYS)
     source_column: str = setting("es", "column of the source sentences")
     target_column: str = setting("en_web", "column of the target sentences (the primary "
                                  "reference)")
@@ -98,12 +115,19 @@ class DataConfig:
     tokenizer_type: str = setting("bpe", "SentencePiece model type",
                                   choices=("bpe", "unigram"))
     tokenizer_seed: int | None = setting(None, "SentencePiece's seed; None: train.seed")
+    tokenizer_sample: int | None = setting(
+        500_000, "SentencePiece trains on a seeded sample of this many cleaned training "
+        "pairs (all of them when fewer); None: every pair", legacy=None)
     batch_tokens: int = setting(4096, "padded tokens per batch, source and target each "
                                 "(the global batch under a distribution strategy)")
     # Length buckets 1 token wide, carried over passes: batches as full as
     # OpenNMT-py's sorted-pool ones (tf_outheads.data.pipeline; issue 17).
     bucket_width: int = setting(1, "width in tokens of the length buckets of the training "
                                 "batches", legacy=8)  # runs stored without it used 8
+    shuffle_buffer: int | None = setting(
+        100_000, "training examples in the shuffle buffer (bounds memory and backup size; "
+        "as large as the data: a uniform shuffle); None: the whole in-memory corpus",
+        legacy=None)
     max_sequence_length: int | None = setting(160, "subword tokens incl. EOS/BOS; longer "
                                               "training pairs are dropped")
     target_vectors: dict | None = setting(
@@ -510,6 +534,86 @@ def apply_overrides(preset, overrides, name):
     return RunConfig.from_dict(preset, source).with_overrides(overrides, source).to_dict()
 
 
+# -- data sets ----------------------------------------------------------------------------------
+
+def data_set(data_config, split):
+    """Where the `split` set ("train", "dev" or "test") of the plain data dict comes from.
+
+    Returns one of:
+
+    - `{"kind": "tsv", "path", "split", "source", "target", "references"}`: a
+      TSV split (`data.<split>` None: `data.corpus`, split `split`, the
+      `*_column` keys; a `{tsv, ...}` mapping: its keys, the rest as for None);
+    - `{"kind": "files", "pairs": [(source, target), ...], "references": [...]}`:
+      line-aligned text files (`references` only for dev and test).
+
+    Raises:
+        ConfigError: naming `data.<split>`, for a mapping that is neither form.
+    """
+    value = data_config.get(split)
+    dotted = f"data.{split}"
+    tsv = {"kind": "tsv", "path": data_config["corpus"], "split": split,
+           "source": data_config["source_column"], "target": data_config["target_column"],
+           "references": list(data_config["reference_columns"])}
+    if value is None:
+        return tsv
+    entries = value if isinstance(value, list) else [value]
+    if split != "train" and isinstance(value, list):
+        raise ConfigError(f"{dotted} is one mapping (a list of file pairs is for data.train "
+                          f"only). Received: {dotted}={value!r}")
+    if not entries or not all(isinstance(entry, dict) for entry in entries):
+        raise ConfigError(f"{dotted} must be a mapping {{source, target}} or {{tsv, ...}}"
+                          f"{' or a list of {source, target} mappings' if split == 'train' else ''}"
+                          f". Received: {dotted}={value!r}")
+    allowed = set(SET_KEYS) if split != "train" else {"source", "target", "tsv", "split"}
+    for entry in entries:
+        unknown = sorted(set(entry) - allowed)
+        if unknown:
+            raise ConfigError(f"{dotted} takes the keys {', '.join(sorted(allowed))}; "
+                              f"{', '.join(unknown)} is not one of them. "
+                              f"Received: {dotted}={value!r}")
+    if any("tsv" in entry for entry in entries):
+        if len(entries) != 1:
+            raise ConfigError(f"{dotted}: a TSV set is one mapping {{tsv, split, source, "
+                              f"target}}. Received: {dotted}={value!r}")
+        entry = entries[0]
+        for key in ("tsv", "split", "source", "target"):
+            if key in entry and not isinstance(entry[key], str):
+                raise ConfigError(f"{dotted}.{key} must be str. Received: {entry[key]!r}")
+        tsv.update({key: entry[key] for key in ("split", "source", "target", "references")
+                    if key in entry})
+        tsv["path"] = entry["tsv"]
+        return tsv
+    for entry in entries:
+        if not isinstance(entry.get("source"), str) or not isinstance(entry.get("target"), str):
+            raise ConfigError(f"{dotted} needs the paths 'source' and 'target' of a text-file "
+                              f"pair, or 'tsv'. Received: {dotted}={value!r}")
+    references = entries[0].get("references") or []
+    if isinstance(references, str) or not all(isinstance(r, str) for r in references):
+        raise ConfigError(f"{dotted}.references must be a list of paths. "
+                          f"Received: {references!r}")
+    return {"kind": "files", "pairs": [(e["source"], e["target"]) for e in entries],
+            "references": list(references)}
+
+
+def resolve_paths(data, base):
+    """The `data` section of a run file with its relative paths joined to `base`."""
+    def resolve(value, key):
+        if isinstance(value, dict):
+            if "tsv" in value:  # source, target, references: column names
+                return {k: resolve(v, k) if k == "tsv" else v for k, v in value.items()}
+            return {k: resolve(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v, key) for v in value]
+        if key in _PATH_KEYS and isinstance(value, str) and value and not os.path.isabs(value):
+            return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+        return value
+
+    paths = {key: resolve(value, key) for key, value in data.items()
+             if key in ("corpus", "train", "dev", "test", "target_vectors")}
+    return {**data, **paths}
+
+
 # -- files --------------------------------------------------------------------------------------
 
 RUN_FILE_KEYS = ("preset", "description") + SECTIONS
@@ -571,6 +675,8 @@ def read_run_config(path, overrides=None):
                           f"Received: description={description!r}")
     changes = {section: values[section] for section in SECTIONS
                if values.get(section) is not None}
+    if isinstance(changes.get("data"), dict):
+        changes["data"] = resolve_paths(changes["data"], os.path.dirname(os.path.abspath(path)))
     config = config.updated(changes, path, description=description)
     return name, config.with_overrides(overrides, path)
 
@@ -591,6 +697,20 @@ def load_run_config(path, overrides=None):
           reference_columns: []
         train:
           max_minutes: 30
+
+    Plain-text corpora (one sentence per line, `.gz` read as gzip; the
+    training files are streamed, never held in memory)::
+
+        preset: transformer-base
+        data:
+          train: {source: corpora/train.de.gz, target: corpora/train.en.gz}
+          dev: {source: corpora/newstest2013.de, target: corpora/newstest2013.en}
+          test: {source: corpora/newstest2014.de, target: corpora/newstest2014.en,
+                 references: [corpora/newstest2014.en.alt]}
+          vocab_size: 32000
+
+    Relative paths in the `data` section are relative to the run file's
+    directory (`resolve_paths`); the stored `preset.json` holds them absolute.
 
     Args:
         path: str or path-like.

@@ -27,6 +27,7 @@ the baselines it checks against OpenNMT-py are the very runs the studies use.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -463,25 +464,63 @@ def _bleu_curve(run_dir):
     return list(records), list(records.values())
 
 
-def _data_settings(run_dir):
+def _data_settings(run_dir, sizes=None):
     """The `data` section a run trained with (read through the schema, so records from
     before a key get the value they trained with), the corpus by file name only: the
-    same corpus sits at another path on another machine."""
+    same corpus sits at another path on another machine.
+
+    `sizes`: `{corpus file name: training split size}` of corpora readable here; a
+    shuffle buffer or tokenizer sample at least that large (or None: all of it) is
+    the same setting, `"all"`: the same batches, the same pieces."""
     from tf_outheads_zoo.config import read_stored_preset
 
     data = dict(read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"])
     data["corpus"] = os.path.basename(str(data["corpus"]))
+    size = (sizes or {}).get(data["corpus"]) if data.get("train") is None else None
+    for key in ("shuffle_buffer", "tokenizer_sample"):
+        if size is not None and (data.get(key) is None or data[key] >= size):
+            data[key] = "all"
     return data
+
+
+@functools.lru_cache(maxsize=None)
+def _train_split_size(path, split, source, target):
+    from tf_outheads import data as tfo_data
+
+    return len(tfo_data.read_tsv(path, source=source, target=target, references=(),
+                                 split=split, id_column=None))
+
+
+def _corpus_sizes(run_dirs):
+    """`{corpus file name: pairs of its train split}` for the runs' TSV corpora found
+    here (at the stored path, or the embedded corpus by its name)."""
+    from tf_outheads_zoo.config import EMBEDDED_CORPUS, data_set, read_stored_preset
+
+    sizes = {}
+    for run_dir in run_dirs:
+        data = read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"]
+        spec = data_set(data, "train")
+        name = os.path.basename(str(data["corpus"]))
+        if spec["kind"] != "tsv" or name in sizes:
+            continue
+        path = spec["path"]
+        if not os.path.exists(path) and name == os.path.basename(EMBEDDED_CORPUS):
+            path = EMBEDDED_CORPUS
+        if os.path.exists(path):
+            sizes[name] = _train_split_size(path, spec["split"], spec["source"],
+                                            spec["target"])
+    return sizes
 
 
 def data_differences(runs):
     """`{"data.key": {value: ["arm seed", ...]}}` for every data setting on which the
     finished runs `{arm: {seed: run_dir}}` of one study disagree (pieces, batches,
     filters): arms trained on other data are not a comparison of output layers."""
+    sizes = _corpus_sizes([d for arm_runs in runs.values() for d in arm_runs.values()])
     seen = {}
     for arm_name, arm_runs in runs.items():
         for seed, run_dir in sorted(arm_runs.items()):
-            for key, value in _data_settings(run_dir).items():
+            for key, value in _data_settings(run_dir, sizes).items():
                 seen.setdefault(key, {}).setdefault(json.dumps(value, sort_keys=True), []
                                                     ).append(f"{arm_name} {seed}")
     return {f"data.{key}": values for key, values in sorted(seen.items()) if len(values) > 1}

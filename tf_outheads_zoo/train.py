@@ -29,7 +29,7 @@ from tf_outheads.training.translation import compile_for_translation, translatio
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.trainer import fit as train_model
-from tf_outheads_zoo.config import ConfigError, read_run_config, read_stored_preset
+from tf_outheads_zoo.config import ConfigError, data_set, read_run_config, read_stored_preset
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.plots import write_line_plot
 from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
@@ -186,52 +186,165 @@ def finished_run(run_dir, backup_dir, train_config):
 
 
 def read_split(data_config, split, log=print):
-    """One split of the preset's corpus, with known target boilerplate stripped.
+    """One split ("train", "dev" or "test") in memory, with known target boilerplate stripped.
 
-    The same function serves training, the BLEU callback and `evaluate`, so
-    hypotheses are always scored against the references the model trained on.
+    The set is `data.<split>` (text files or a TSV split) or, when that is
+    None, the split of `data.corpus` (`tf_outheads_zoo.config.data_set`).
+    The same function serves training, the BLEU callback, `evaluate` and
+    `compare`, so hypotheses are always scored against the references the
+    model trained on. Text files are read whole: for a training set too large
+    for memory, `TrainingData` streams it instead.
     """
-    corpus = tfo_data.read_tsv(
-        data_config["corpus"],
-        source=data_config["source_column"],
-        target=data_config["target_column"],
-        references=tuple(data_config["reference_columns"]),
-        split=split,
-    )
+    spec = data_set(data_config, split)
+    if spec["kind"] == "tsv":
+        corpus = tfo_data.read_tsv(spec["path"], source=spec["source"], target=spec["target"],
+                                   references=tuple(spec["references"]), split=spec["split"])
+    else:
+        parts = []
+        for index, (source, target) in enumerate(spec["pairs"]):
+            names = _reference_names(target, spec["references"]) if index == 0 else {}
+            parts.append(tfo_data.read_parallel_files(source, target, names))
+        corpus = parts[0] if len(parts) == 1 else tfo_data.ParallelCorpus(
+            sources=[t for part in parts for t in part.sources],
+            targets=[t for part in parts for t in part.targets],
+            ids=[i for part in parts for i in part.ids],
+            origin=" + ".join(part.origin for part in parts),
+            target_name=parts[0].target_name)
     suffixes = data_config.get("strip_target_suffixes") or ()
     if suffixes:
         corpus, counts = tfo_data.strip_suffixes(corpus, suffixes, fields=("targets",))
         removed = sum(counts.values())
         if removed:
             log(f"[data] {split}: stripped appended boilerplate from {removed} of "
-                f"{len(corpus)} {data_config['target_column']} sentences "
+                f"{len(corpus)} {corpus.target_name} sentences "
                 f"({', '.join(f'{n}× {s[:30]!r}' for s, n in counts.items() if n)})")
     return corpus
 
 
-def load_splits(data_config, log=print):
-    """Read train/dev/test from the preset's corpus; clean the training split only."""
-    splits = {split: read_split(data_config, split, log=log) for split in ("train", "dev", "test")}
-    cleaned, report = tfo_data.clean(
-        splits["train"],
-        max_length=data_config["max_length"],
-        max_length_ratio=data_config["max_length_ratio"],
+def _reference_names(target, references):
+    """`{name: path}` of a text set's extra references: file names, distinct from the target's."""
+    names = {}
+    for path in references:
+        name = os.path.basename(path)
+        if name == os.path.basename(target) or name in names:
+            name = f"{name}#{len(names) + 1}"
+        names[name] = path
+    return names
+
+
+def cleaning_rules(data_config):
+    """`tf_outheads.data.CleaningRules` of the preset: what `load_splits` and the stream drop."""
+    suffixes = tuple(data_config.get("strip_target_suffixes") or ())
+    return tfo_data.CleaningRules(
+        max_length=data_config["max_length"], max_length_ratio=data_config["max_length_ratio"],
         # Boilerplate left inside a verse (two train verses whose WEB text
         # is only repeated headings) marks a broken pair: drop it, counted.
-        drop_containing=data_config.get("strip_target_suffixes") or (),
-    )
-    log(f"[data] {data_config['corpus']}: train {len(splits['train'])} pairs, "
+        drop_containing=suffixes, strip_target_suffixes=suffixes)
+
+
+def load_splits(data_config, log=print):
+    """Read train/dev/test into memory; clean the training split only."""
+    splits = {split: read_split(data_config, split, log=log) for split in ("train", "dev", "test")}
+    rules = cleaning_rules(data_config)
+    cleaned, report = tfo_data.clean(
+        splits["train"], max_length=rules.max_length, max_length_ratio=rules.max_length_ratio,
+        drop_containing=rules.drop_containing)
+    log(f"[data] {splits['train'].origin}: train {len(splits['train'])} pairs, "
         f"dev {len(splits['dev'])}, test {len(splits['test'])}")
     log(f"[data] cleaning of train: {report}")
     splits["train"] = cleaned
     return splits
 
 
-def reference_streams(corpus, data_config):
-    """Reference dict `{target_column: [...], other columns...}` for evaluation."""
-    references = {data_config["target_column"]: corpus.targets}
-    references.update(corpus.references)
-    return references
+def reference_streams(corpus, data_config=None):
+    """Reference dict `{target name: [...], other streams...}` for evaluation.
+
+    `data_config` is not used (kept for callers of the former signature).
+    """
+    return corpus.reference_streams()
+
+
+def _sample(corpus, size, seed):
+    """At most `size` pairs of `corpus` (seeded, in corpus order); all of them when fewer."""
+    if size is None or len(corpus) <= size:
+        return corpus
+    import random
+
+    return corpus.select(sorted(random.Random(seed).sample(range(len(corpus)), size)))
+
+
+class TrainingData:
+    """The training set of a preset: in memory (a TSV split), or streamed from text files.
+
+    `sample` is what SentencePiece (and word alignment, word vectors) learn
+    from: the cleaned pairs, or a seeded sample of `data.tokenizer_sample` of
+    them. `dataset(...)` gives the training batches; both forms end in
+    `tf_outheads.data.batch_pairs`, so the same pairs give the same batches.
+    """
+
+    def __init__(self, data_config, seed, log=print):
+        self.data_config = data_config
+        spec = data_set(data_config, "train")
+        self.streamed = spec["kind"] == "files"
+        sample_size = data_config.get("tokenizer_sample")
+        if self.streamed:
+            self.rules = cleaning_rules(data_config)
+            scan = tfo_data.scan_parallel_files(
+                spec["pairs"], self.rules, sample_size=sample_size or 2**62, seed=seed, log=log)
+            self.pairs = scan.pairs
+            self.size = scan.report.kept
+            files = ", ".join(f"{s} -> {t} ({n:,} lines)"
+                              for (s, t), n in zip(scan.pairs, scan.lines))
+            log(f"[data] train (streamed from text files): {files}; checked in "
+                f"{scan.seconds:.0f} s")
+            if scan.stripped:
+                log(f"[data] train: stripped appended boilerplate from {scan.stripped} "
+                    f"target sentences")
+            log(f"[data] cleaning of train: {scan.report}")
+            self.sample = scan.sample
+            self.corpus = None
+        else:
+            self.corpus = load_splits_train(data_config, log=log)
+            self.size = len(self.corpus)
+            self.sample = _sample(self.corpus, sample_size, seed)
+        if len(self.sample) < self.size:
+            log(f"[data] tokenizer sample: {len(self.sample):,} of {self.size:,} pairs "
+                f"(data.tokenizer_sample)")
+
+    def dataset(self, source_tokenizer, target_tokenizer, seed, num_shards=1, shard_index=0):
+        """Training batches; with `num_shards` > 1 (streamed only) this worker's shard, in
+        batches of `data.batch_tokens / num_shards` padded tokens (its share of the
+        global batch)."""
+        data_config = self.data_config
+        if num_shards > 1 and not self.streamed:
+            raise ValueError("Only a streamed training set is read in shards.")
+        batching = dict(batch_tokens=data_config["batch_tokens"] // num_shards,
+                        max_length=data_config["max_sequence_length"],
+                        bucket_width=data_config["bucket_width"],  # 8: runs stored before it
+                        shuffle_buffer=data_config.get("shuffle_buffer"),
+                        shuffle=True, seed=seed, repeat=True)
+        if self.streamed:
+            if batching["shuffle_buffer"] is None:
+                raise ConfigError("data.shuffle_buffer None (the whole corpus) is for corpora "
+                                  "held in memory; a streamed training set needs a number "
+                                  "(e.g. 100000).")
+            return tfo_data.make_text_dataset(self.pairs, source_tokenizer, target_tokenizer,
+                                              self.rules, num_shards=num_shards,
+                                              shard_index=shard_index, **batching)
+        return tfo_data.dataset_from_corpus(self.corpus, source_tokenizer, target_tokenizer,
+                                            **batching)
+
+
+def load_splits_train(data_config, log=print):
+    """The cleaned training split in memory (as `load_splits`, without dev and test)."""
+    train = read_split(data_config, "train", log=log)
+    rules = cleaning_rules(data_config)
+    cleaned, report = tfo_data.clean(
+        train, max_length=rules.max_length, max_length_ratio=rules.max_length_ratio,
+        drop_containing=rules.drop_containing)
+    log(f"[data] {train.origin}: train {len(train)} pairs")
+    log(f"[data] cleaning of train: {report}")
+    return cleaned
 
 
 def tokenizer_seed(preset):
@@ -447,10 +560,16 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
                   start, log):
     keras.utils.set_random_seed(preset["train"]["seed"])
     data_config, train_config, decode_config = preset["data"], preset["train"], preset["decode"]
-    splits = load_splits(data_config, log=log)
-    train = splits["train"]
+    training_data = TrainingData(data_config, seed=tokenizer_seed(preset), log=log)
+    splits = {split: read_split(data_config, split, log=log) for split in ("dev", "test")}
+    log(f"[data] dev {len(splits['dev'])} pairs ({splits['dev'].origin}), test "
+        f"{len(splits['test'])} ({splits['test'].origin})")
+    # What SentencePiece, word alignment and word vectors learn from: the
+    # cleaned training pairs, or a seeded sample of them (data.tokenizer_sample).
+    train = training_data.sample
     # Files all workers share are built by the chief, then loaded by the others.
     chief_first = functools.partial(tfo_strategy.chief_first, strategy)
+    tokenizer_start = time.time()
     source_tokenizer, target_tokenizer = chief_first(lambda: tfo_data.build_tokenizers(
         train.sources, train.targets, resource_dir,
         vocab_size=data_config["vocab_size"],
@@ -460,14 +579,22 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     ))
     log(f"[data] tokenizer: {data_config['tokenizer_type']} "
         f"{'joint' if data_config['joint_vocabulary'] else 'separate'}, "
-        f"vocab source {source_tokenizer.vocab_size} / target {target_tokenizer.vocab_size}")
-    train_dataset = tfo_data.dataset_from_corpus(
-        train, source_tokenizer, target_tokenizer,
-        batch_tokens=data_config["batch_tokens"],
-        max_length=data_config["max_sequence_length"],
-        bucket_width=data_config["bucket_width"],  # 8 for runs stored before the key
-        shuffle=True, seed=train_config["seed"], repeat=True,
-    )
+        f"vocab source {source_tokenizer.vocab_size} / target {target_tokenizer.vocab_size} "
+        f"({time.time() - tokenizer_start:.0f} s)")
+    # Several workers on a streamed corpus: each reads its own shard of the lines
+    # and builds its share of the global batch (data.batch_tokens / workers).
+    workers = tfo_strategy.num_workers(strategy)
+    per_worker_data = training_data.streamed and workers > 1
+    train_dataset = training_data.dataset(
+        source_tokenizer, target_tokenizer, seed=train_config["seed"],
+        **(dict(num_shards=workers, shard_index=tfo_strategy.worker_index(strategy))
+           if per_worker_data else {}))
+    if per_worker_data:
+        log(f"[data] worker {tfo_strategy.worker_index(strategy)} of {workers}: reads the "
+            f"lines whose position modulo {workers} is its index; batches of at most "
+            f"{data_config['batch_tokens'] // workers} padded tokens (data.batch_tokens / "
+            "workers)")
+    del training_data
     dev_dataset = tfo_data.dataset_from_corpus(
         splits["dev"], source_tokenizer, target_tokenizer,
         batch_tokens=data_config["batch_tokens"], shuffle=False,
@@ -518,11 +645,10 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         f"{train_config.get('learning_rate_schedule') or train_config['learning_rate']}")
     log(str(parameter_report(model)))
 
-    dev_refs = reference_streams(splits["dev"], data_config)
     callbacks, bleu = translation_callbacks(
         run_dir,
         dev_sources=splits["dev"].sources,
-        dev_references=dev_refs[data_config["target_column"]],
+        dev_references=splits["dev"].targets,
         source_tokenizer=source_tokenizer,
         target_tokenizer=target_tokenizer,
         patience=train_config["patience"],
@@ -551,6 +677,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         keep_backups=train_config["keep_backups"],
         nonfinite=train_config["nonfinite"],
         verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
+        per_worker_data=per_worker_data,
     )
     train_seconds = time.time() - start
     steps = int(model.optimizer.iterations.numpy())
@@ -589,8 +716,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         hypotheses = translator.translate(splits[split].sources)
         with open(os.path.join(run_dir, f"{split}.hyp"), "w", encoding="utf-8") as f:
             f.write("\n".join(hypotheses) + "\n")
-        scores = evaluate_translations(hypotheses, reference_streams(splits[split], data_config),
-                                       primary=data_config["target_column"])
+        scores = evaluate_translations(hypotheses, splits[split].reference_streams(),
+                                       primary=splits[split].target_name)
         log(f"[{split}] {len(hypotheses)} sentences → {os.path.join(run_dir, split + '.hyp')}")
         log(format_report(scores))
         results[split] = {name: {"score": s.score, "signature": s.signature}
@@ -598,9 +725,9 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     results["total_seconds"] = round(time.time() - start, 1)
     with open(os.path.join(run_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
-    primary = f"bleu[{data_config['target_column']}]"
-    log(f"[done] dev BLEU {results['dev'][primary]['score']:.2f}, "
-        f"test BLEU {results['test'][primary]['score']:.2f} "
+    dev_bleu, test_bleu = (results[split][f"bleu[{splits[split].target_name}]"]["score"]
+                           for split in ("dev", "test"))
+    log(f"[done] dev BLEU {dev_bleu:.2f}, test BLEU {test_bleu:.2f} "
         f"({results['steps']} steps, {results['total_seconds'] / 60:.1f} min)")
     return results
 

@@ -4,6 +4,7 @@ Each case runs in subprocesses: logical devices and TF_CONFIG must be set
 before TensorFlow starts, and a multi-worker job needs one process per worker.
 """
 
+import collections
 import json
 import os
 import subprocess
@@ -73,3 +74,39 @@ def test_multi_worker_two_processes_end_with_identical_weights(tmp_path):
     assert max(float(np.abs(a - b).max()) for a, b in zip(first, single)) < 1e-4
     # Only the chief wrote the backup.
     assert sorted(os.listdir(tmp_path / "backup")) == ["ckpt-000000003"]
+
+
+def test_workers_reading_shards_see_the_corpus_once_and_resume_their_own_position(tmp_path):
+    from tf_outheads import data
+    from tf_outheads_zoo.presets import EMBEDDED_CORPUS
+
+    corpus = data.read_tsv(EMBEDDED_CORPUS, split="train").select(range(400))
+    with open(tmp_path / "train.es", "w", encoding="utf-8") as f:
+        f.write("".join(s + "\n" for s in corpus.sources))
+    with open(tmp_path / "train.en", "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in corpus.targets))
+    script = os.path.join(HERE, "sharded_worker_script.py")
+    run_workers(lambda index: [sys.executable, script, str(tmp_path),
+                               str(tmp_path / f"worker{index}.npz")], env=ENV)
+    outputs = [np.load(tmp_path / f"worker{index}.npz") for index in (0, 1)]
+    records = [json.loads(str(output["record"])) for output in outputs]
+    # One epoch: the two shards are disjoint and together the whole corpus.
+    first, second = (collections.Counter(r["epoch"]) for r in records)
+    whole = collections.Counter(records[0]["whole"])
+    assert len(records[0]["whole"]) == 400 and not (set(first) & set(second) - {
+        row for row, count in whole.items() if count > 1})
+    assert first + second == whole
+    assert abs(sum(first.values()) - sum(second.values())) <= 1
+    count = int(outputs[0]["count"])
+    weights = [[output[f"arr_{i}"] for i in range(2 * count)] for output in outputs]
+    for record in records:
+        assert record["reference_steps"] == record["resumed_steps"] == 4
+    # Both workers end with the same weights, and a run resumed from its backup (each
+    # worker from its own data position) ends where the uninterrupted one does.
+    for a, b in zip(weights[0], weights[1]):
+        np.testing.assert_array_equal(a, b)
+    reference, resumed = weights[0][:count], weights[0][count:]
+    assert max(float(np.abs(a - b).max()) for a, b in zip(reference, resumed)) < 1e-5
+    assert max(float(np.abs(a).max()) for a in reference) > 0.05
+    assert sorted(os.listdir(tmp_path / "backup-resumed" / "iterators")) == ["worker-0",
+                                                                             "worker-1"]

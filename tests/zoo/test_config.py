@@ -28,9 +28,16 @@ BEFORE_SCHEMA = DATA / "presets_before_schema.json"
 # without them: LSTM presets other than VIVO's now list LSTMSeq2Seq's
 # `encoder_layers`, `decoder_layers` and `source_embedding_dim`, each `None`
 # (num_layers / embedding_dim: the same model).
+# Every preset also got the data keys of streamed corpora (issue 21): `data.train`,
+# `dev`, `test` None (the corpus's splits, as before); `data.shuffle_buffer` 100,000
+# and `data.tokenizer_sample` 500,000, which were the whole training split: the same
+# batches and pieces for a corpus of up to 100,000 pairs (the embedded one has 27,952;
+# tests/data/test_streaming.py checks the shuffle).
+_DATA_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
+              "data.shuffle_buffer": 100_000, "data.tokenizer_sample": 500_000}
 ADDED_WITH_OLD_DEFAULTS = {"lstm": {"model.encoder_layers": None, "model.decoder_layers": None,
-                                    "model.source_embedding_dim": None},
-                           "transformer": {}}
+                                    "model.source_embedding_dim": None, **_DATA_KEYS},
+                           "transformer": dict(_DATA_KEYS)}
 
 
 def _before_schema():
@@ -190,7 +197,9 @@ def test_a_yaml_run_file_is_a_preset_with_its_changes(tmp_path):
                     "data:\n  corpus: my.tsv\n  reference_columns: []\n"
                     "model:\n  hidden_dim: 128\n"
                     "train:\n  learning_rate: 1e-3\n  max_minutes: 30\n", encoding="utf-8")
-    expected = get_preset("lstm-cpu", {"data.corpus": "my.tsv", "data.reference_columns": [],
+    # A relative path in a run file is relative to the run file's directory.
+    expected = get_preset("lstm-cpu", {"data.corpus": str(tmp_path / "my.tsv"),
+                                       "data.reference_columns": [],
                                        "model.hidden_dim": 128, "train.learning_rate": 0.001,
                                        "train.max_minutes": 30.0})
     loaded = load_run_config(path)
@@ -247,8 +256,10 @@ def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
     path.write_text(json.dumps(_stored_before_bucket_width()), encoding="utf-8")
     name, preset = read_stored_preset(path)
     assert name == "lstm-cpu-softmax"
-    # Runs from before the setting batched in 8-wide buckets; everything else as stored.
-    assert preset == get_preset(name, {"data.bucket_width": 8})
+    # Runs from before the setting batched in 8-wide buckets, shuffled and tokenized
+    # on the whole training split; everything else as stored.
+    assert preset == get_preset(name, {"data.bucket_width": 8, "data.shuffle_buffer": None,
+                                       "data.tokenizer_sample": None})
     stored = _stored_before_bucket_width()
     del stored["data"]["strip_target_suffixes"]
     path.write_text(json.dumps(stored), encoding="utf-8")
@@ -300,5 +311,8 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
     # Naming the preset asks for today's buckets, which its backups' data order lacks.
     with pytest.raises(ValueError, match="data.bucket_width"):
         resolve_preset("lstm-cpu-softmax", str(run_dir))
-    name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {"data.bucket_width": 8})
+    with pytest.raises(ValueError, match="data.shuffle_buffer"):
+        resolve_preset("lstm-cpu-softmax", str(run_dir), {"data.bucket_width": 8})
+    name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {
+        "data.bucket_width": 8, "data.shuffle_buffer": None, "data.tokenizer_sample": None})
     assert preset["data"]["bucket_width"] == 8

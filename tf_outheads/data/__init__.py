@@ -4,7 +4,8 @@ Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
 (:func:`clean`, :func:`strip_suffixes`), train or load SentencePiece models
 (:func:`build_tokenizers`, :func:`load_tokenizers`; :func:`tokenizer_fingerprints`
 ties a model to them) and build batches (:func:`make_training_dataset`,
-:func:`make_inference_dataset`). Target word vectors for continuous-output heads
+:func:`make_inference_dataset`). Corpora too large for memory stream from
+text files (:func:`scan_parallel_files`, :func:`make_text_dataset`). Target word vectors for continuous-output heads
 come from :func:`train_word_vectors`, :func:`load_word_vectors` and
 :func:`target_embedding_table`. Source–target word pairs for shared-private
 embeddings come from :func:`build_word_pairs` (:class:`WordPairs`). Special-token ids live in
@@ -19,11 +20,18 @@ from tf_outheads.data.corpus import clean
 from tf_outheads.data.corpus import read_parallel_files
 from tf_outheads.data.corpus import read_tsv
 from tf_outheads.data.corpus import strip_suffixes
+from tf_outheads.data.pipeline import batch_pairs
 from tf_outheads.data.pipeline import count_tokens
 from tf_outheads.data.pipeline import dataset_from_corpus
 from tf_outheads.data.pipeline import make_inference_dataset
 from tf_outheads.data.pipeline import make_training_dataset
 from tf_outheads.data.special_tokens import BOS_ID
+from tf_outheads.data.streaming import CleaningRules
+from tf_outheads.data.streaming import FileScan
+from tf_outheads.data.streaming import file_pairs
+from tf_outheads.data.streaming import make_text_dataset
+from tf_outheads.data.streaming import scan_parallel_files
+from tf_outheads.data.streaming import text_pairs
 from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.data.special_tokens import UNK_ID
@@ -66,7 +74,14 @@ __all__ = [
     "tokenizer_fingerprints",
     "TokenizerError",
     "make_training_dataset",
+    "batch_pairs",
     "dataset_from_corpus",
+    "CleaningRules",
+    "FileScan",
+    "file_pairs",
+    "scan_parallel_files",
+    "text_pairs",
+    "make_text_dataset",
     "make_inference_dataset",
     "count_tokens",
     "train_word_vectors",

@@ -47,6 +47,9 @@ class ParallelCorpus:
             the pairs `"1"`, `"2"`, ...
         origin: str. Human description of where the pairs came from.
             Defaults to `"in-memory"`.
+        target_name: str or None. Name of the target stream when it is
+            scored as a reference (the TSV column, or the target file's
+            name). Defaults to `None`, read as `"target"`.
 
     Raises:
         ValueError: if the lists do not all have the same length.
@@ -67,6 +70,7 @@ class ParallelCorpus:
     references: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     ids: list[str] | None = None
     origin: str = "in-memory"
+    target_name: str | None = None
 
     def __post_init__(self):
         self.sources = list(self.sources)
@@ -125,7 +129,12 @@ class ParallelCorpus:
             },
             ids=[self.ids[i] for i in indices],
             origin=self.origin,
+            target_name=self.target_name,
         )
+
+    def reference_streams(self):
+        """`{target_name: targets, **references}`: every stream a hypothesis is scored against."""
+        return {self.target_name or "target": self.targets, **self.references}
 
 
 @dataclasses.dataclass
@@ -347,6 +356,7 @@ def read_tsv(
         references=reference_texts,
         ids=ids,
         origin=origin,
+        target_name=target,
     )
 
 
@@ -411,6 +421,7 @@ def read_parallel_files(source_path, target_path, reference_paths=None):
         references=references,
         ids=[f"{source_path}:{line}" for line in range(1, len(sources) + 1)],
         origin=f"{source_path} -> {target_path}",
+        target_name=os.path.basename(os.fspath(target_path)),
     )
 
 
@@ -427,8 +438,10 @@ def _check_positive(name, value, kind, minimum):
 def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True, drop_containing=()):
     """Drops pairs that are empty, too long or badly length-matched, counted.
 
-    Lengths are whitespace token counts. The filters run in this order and a
-    pair is counted by the first one that removes it:
+    Lengths are counts of tokens between ASCII whitespace (as
+    `tf.strings.split`, so that `tf_outheads.data.CleaningRules` drops the same
+    pairs in a graph). The filters run in this order and a pair is counted by
+    the first one that removes it:
 
     1. `"empty"` (if `drop_empty`): either side is empty or whitespace only.
     2. `"max_length"` (if `max_length` is set): either side has more than
@@ -486,8 +499,8 @@ def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True, drop_
 
     kept = []
     for index, (source, target) in enumerate(zip(corpus.sources, corpus.targets)):
-        source_length = len(source.split())
-        target_length = len(target.split())
+        source_length = len(source.encode("utf-8").split())
+        target_length = len(target.encode("utf-8").split())
         if drop_empty and (source_length == 0 or target_length == 0):
             removed["empty"] += 1
         elif max_length is not None and max(source_length, target_length) > max_length:
@@ -576,5 +589,6 @@ def strip_suffixes(corpus, suffixes, fields=("targets",)):
         },
         ids=corpus.ids,
         origin=corpus.origin,
+        target_name=corpus.target_name,
     )
     return stripped, counts

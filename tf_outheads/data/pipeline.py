@@ -40,6 +40,7 @@ from tf_outheads.data.special_tokens import PAD_ID
 
 __all__ = [
     "make_training_dataset",
+    "batch_pairs",
     "dataset_from_corpus",
     "make_inference_dataset",
     "count_tokens",
@@ -60,6 +61,20 @@ def _check_int(name, value, minimum=1, allow_none=False):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         allowed = f"None or an int >= {minimum}" if allow_none else f"an int >= {minimum}"
         raise ValueError(f"`{name}` must be {allowed}. Received: {name}={value!r}")
+
+
+def _check_batching(batch_tokens, max_length, bucket_width, shuffle_buffer, seed, repeat,
+                    whole_buffer):
+    """Checks the batching arguments; returns the bucket width (`None`: 1 with
+    `repeat`, else 8). `shuffle_buffer` may be `None` (the whole data) if `whole_buffer`."""
+    _check_int("batch_tokens", batch_tokens)
+    _check_int("max_length", max_length, allow_none=True)
+    _check_int("bucket_width", bucket_width, allow_none=True)
+    _check_int("shuffle_buffer", shuffle_buffer, allow_none=whole_buffer)
+    _check_int("seed", seed, minimum=0)
+    if bucket_width is None:
+        return 1 if repeat else 8
+    return bucket_width
 
 
 def _string_tensor(texts):
@@ -123,14 +138,17 @@ def make_training_dataset(
     `tf_outheads.data.pipeline` logger. Every other example appears exactly
     once per epoch.
 
-    Order: shuffle examples (seeded, reshuffled every epoch) → tokenize
-    in-graph → bucket by length and pad → shuffle batches → prefetch. With
+    Order: drop the over-long examples measured above → shuffle examples
+    (seeded, reshuffled every pass) → tokenize in-graph → bucket by length
+    and pad → shuffle batches → prefetch; the batches :func:`batch_pairs`
+    gives for the same pairs. With
     `repeat=True` the examples are repeated before they are bucketed: a bucket
     that is not full when one pass over the data ends is filled from the next
-    pass, so no bucket cuts a partial batch at a pass boundary; each pass
-    is still a new shuffle of every example. The dataset is deterministic (`options.deterministic = True`):
-    two datasets built with the same arguments yield the same batches, epoch
-    by epoch, as long as TensorFlow's global seed is the same too.
+    pass, so no bucket cuts a partial batch at a pass boundary; each pass is
+    still a new shuffle of every example. The dataset is deterministic
+    (`options.deterministic = True`): two datasets built with the same
+    arguments yield the same batches, epoch by epoch, as long as TensorFlow's
+    global seed is the same too.
 
     Args:
         sources: list of str. Source sentences.
@@ -181,16 +199,11 @@ def make_training_dataset(
         )
     if not sources:
         raise ValueError("`sources` must not be empty. Received: len(sources)=0")
-    _check_int("batch_tokens", batch_tokens)
-    _check_int("max_length", max_length, allow_none=True)
-    _check_int("bucket_width", bucket_width, allow_none=True)
-    if bucket_width is None:
-        bucket_width = 1 if repeat else 8
-    _check_int("shuffle_buffer", shuffle_buffer, allow_none=True)
-    _check_int("seed", seed, minimum=0)
+    bucket_width = _check_batching(batch_tokens, max_length, bucket_width, shuffle_buffer,
+                                   seed, repeat, whole_buffer=True)
 
-    # One measuring pass: exact drop counts and the longest kept example,
-    # which bounds the number of buckets.
+    # One measuring pass, for the counts of the warning only: the pipeline
+    # drops the same pairs in the graph (`batch_pairs`).
     lengths = np.maximum(
         count_tokens(sources, source_tokenizer) + 1,
         count_tokens(targets, target_tokenizer) + 1,
@@ -214,18 +227,27 @@ def make_training_dataset(
             f"Received: max_length={max_length}, batch_tokens={batch_tokens}, "
             f"shortest example length={int(lengths.min())}"
         )
+    # The kept pairs, shuffled as strings, then encoded: the structure (and so
+    # the iterator checkpoints) of the runs made before `batch_pairs`; the same
+    # batches as `batch_pairs` gives for the same pairs (tests/data/test_streaming.py).
     kept_indices = np.flatnonzero(keep)
-    sources = [sources[i] for i in kept_indices]
-    targets = [targets[i] for i in kept_indices]
-    longest = int(lengths[keep].max())
+    dataset = tf.data.Dataset.from_tensor_slices((
+        _string_tensor([sources[i] for i in kept_indices]),
+        _string_tensor([targets[i] for i in kept_indices]),
+    ))
+    if shuffle:
+        dataset = dataset.shuffle(
+            shuffle_buffer or len(kept_indices), seed=seed, reshuffle_each_iteration=True
+        )
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.map(_encoder(source_tokenizer, target_tokenizer),
+                          num_parallel_calls=num_parallel_calls)
+    return _bucketed(dataset, batch_tokens, min(int(lengths[keep].max()), batch_tokens),
+                     bucket_width, shuffle, seed)
 
-    # Bucket k (1-based) holds lengths in ((k - 1) * w, k * w].
-    num_buckets = -(-longest // bucket_width)
-    bucket_boundaries = [k * bucket_width + 1 for k in range(1, num_buckets)]
-    bucket_batch_sizes = [
-        max(1, batch_tokens // (k * bucket_width)) for k in range(1, num_buckets + 1)
-    ]
 
+def _encoder(source_tokenizer, target_tokenizer):
     def encode(source, target):
         source_ids = tf.concat([source_tokenizer.tokenize(source), [EOS_ID]], axis=0)
         target_ids = target_tokenizer.tokenize(target)
@@ -233,25 +255,24 @@ def make_training_dataset(
         target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
         return {"source_ids": source_ids, "target_in": target_in}, target_out
 
-    def example_length(features, target_out):
-        return tf.maximum(
-            tf.shape(features["source_ids"])[0], tf.shape(features["target_in"])[0]
-        )
+    return encode
 
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (_string_tensor(sources), _string_tensor(targets))
-    )
-    if shuffle:
-        dataset = dataset.shuffle(
-            shuffle_buffer or len(sources), seed=seed, reshuffle_each_iteration=True
-        )
-    if repeat:
-        dataset = dataset.repeat()
-    dataset = dataset.map(encode, num_parallel_calls=num_parallel_calls)
+
+def _example_length(features, target_out):
+    return tf.maximum(tf.shape(features["source_ids"])[0], tf.shape(features["target_in"])[0])
+
+
+def _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed):
+    """Length buckets `bucket_width` wide up to `limit`, batches of at most
+    `batch_tokens` padded tokens, shuffled batches, prefetch, deterministic."""
+    # Bucket k (1-based) holds lengths in ((k - 1) * w, k * w]; the last one
+    # everything longer. Buckets no example falls in cost nothing.
+    num_buckets = -(-limit // bucket_width)
     dataset = dataset.bucket_by_sequence_length(
-        element_length_func=example_length,
-        bucket_boundaries=bucket_boundaries,
-        bucket_batch_sizes=bucket_batch_sizes,
+        element_length_func=_example_length,
+        bucket_boundaries=[k * bucket_width + 1 for k in range(1, num_buckets)],
+        bucket_batch_sizes=[max(1, batch_tokens // (k * bucket_width))
+                            for k in range(1, num_buckets + 1)],
         padding_values=({"source_ids": PAD_ID, "target_in": PAD_ID}, PAD_ID),
         pad_to_bucket_boundary=False,
         drop_remainder=False,
@@ -264,6 +285,72 @@ def make_training_dataset(
     options = tf.data.Options()
     options.deterministic = True
     return dataset.with_options(options)
+
+
+def batch_pairs(
+    pairs,
+    source_tokenizer,
+    target_tokenizer,
+    batch_tokens=4096,
+    max_length=None,
+    shuffle=True,
+    seed=0,
+    bucket_width=None,
+    shuffle_buffer=100_000,
+    repeat=False,
+    num_parallel_calls=tf.data.AUTOTUNE,
+):
+    """Token batches from a dataset of `(source, target)` string pairs.
+
+    The batching of streamed text files
+    (`tf_outheads.data.streaming.make_text_dataset`). It gives the batches of
+    :func:`make_training_dataset` for the same pairs in the same order (that
+    one drops over-long pairs before its shuffle, in Python, and keeps the
+    structure its earlier runs' iterator checkpoints were saved with).
+
+    Order: tokenize in-graph (parallel, order kept) → drop examples longer
+    than `max_length` or `batch_tokens` → shuffle `shuffle_buffer` examples
+    (seeded, reshuffled every pass) → repeat (if `repeat`) → bucket by length
+    and pad → shuffle batches → prefetch. Nothing is measured beforehand: the
+    buckets cover every length up to the limit (`max_length`, else
+    `batch_tokens`); buckets no example falls in cost nothing. A shuffle
+    buffer at least as large as the data is a uniform shuffle, and gives the
+    same order as one exactly as large.
+
+    Args:
+        pairs: `tf.data.Dataset` of `(source, target)` scalar strings.
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`.
+        batch_tokens, max_length, shuffle, seed, bucket_width, repeat,
+            num_parallel_calls: as :func:`make_training_dataset`.
+        shuffle_buffer: int. Examples in the shuffle buffer; it bounds the
+            memory of the pipeline and the size of an iterator checkpoint.
+            Defaults to `100_000`.
+
+    Returns:
+        A `tf.data.Dataset` of `({"source_ids", "target_in"}, target_out)`
+        int32 batches, as :func:`make_training_dataset`.
+
+    Example:
+
+    ```python
+    pairs = tf.data.Dataset.from_tensor_slices((["Hola ."], ["Hello ."]))
+    dataset = tf_outheads.data.batch_pairs(pairs, source_tokenizer, target_tokenizer)
+    ```
+    """
+    bucket_width = _check_batching(batch_tokens, max_length, bucket_width, shuffle_buffer,
+                                   seed, repeat, whole_buffer=False)
+    source_tokenizer.ensure_resource()
+    target_tokenizer.ensure_resource()
+    limit = batch_tokens if max_length is None else min(max_length, batch_tokens)
+    dataset = pairs.map(_encoder(source_tokenizer, target_tokenizer),
+                        num_parallel_calls=num_parallel_calls, deterministic=True)
+    dataset = dataset.filter(lambda features, target_out: _example_length(
+        features, target_out) <= limit)
+    if shuffle:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)
 
 
 def dataset_from_corpus(corpus, source_tokenizer, target_tokenizer, **kwargs):

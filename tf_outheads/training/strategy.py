@@ -170,6 +170,19 @@ def num_workers(strategy=None):
     return max(1, len(spec.get("worker", [])) + len(spec.get("chief", [])))
 
 
+def worker_index(strategy=None):
+    """This process's 0-based position among the job's workers (0 unless multi-worker;
+    a `chief` task is 0 and the workers follow it)."""
+    strategy = strategy or tf.distribute.get_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return 0
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    if resolver.task_type == "chief":
+        return 0
+    return int(resolver.task_id) + (1 if has_chief else 0)
+
+
 def barrier(strategy=None):
     """Wait until every worker of the job reaches this call (no-op on one worker)."""
     strategy = strategy or tf.distribute.get_strategy()
@@ -197,4 +210,4 @@ def chief_first(strategy, build):
 
 
 __all__ = ["PRECISIONS", "STRATEGIES", "barrier", "chief_first", "is_chief", "make_strategy",
-           "num_workers", "set_precision", "split_cpu"]
+           "num_workers", "set_precision", "split_cpu", "worker_index"]

@@ -45,7 +45,11 @@ uninterrupted one.
 
 import contextlib
 import functools
+import os
+import re
+import shutil
 import time
+import uuid
 import warnings
 
 import keras
@@ -53,8 +57,8 @@ import tensorflow as tf
 
 from tf_outheads.compat import symbolic_build
 from tf_outheads.training.objective import count_target_tokens
-from tf_outheads.training.backup import BackupManager, variables_signature
-from tf_outheads.training.strategy import is_chief, num_workers
+from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
+from tf_outheads.training.strategy import is_chief, num_workers, worker_index
 from tf_outheads.validation import positive_int
 
 NONFINITE_POLICIES = ("raise", "skip")
@@ -208,10 +212,17 @@ class Trainer:
         nonfinite: `"raise"` or `"skip"`. What a NaN/Inf loss does: raise
             `NonFiniteLossError` naming the step (weights left as they were),
             or skip the batch with a warning. Defaults to `"raise"`.
+        per_worker_data: bool. In a multi-worker job, each worker's dataset
+            yields its own share of the global batch (e.g. its shard of the
+            files, `tf_outheads.data.make_text_dataset(num_shards=...)`), split
+            among its local replicas, instead of the same global batch on every
+            worker. Each worker then backs up its own iterator, in
+            `backup_dir/iterators/worker-<index>/ckpt-<step>/`, and resumes from
+            it. Defaults to `False`.
     """
 
     def __init__(self, model, accumulation_steps=1, backup_dir=None, backup_every_n_steps=None,
-                 keep_backups=3, nonfinite="raise"):
+                 keep_backups=3, nonfinite="raise", per_worker_data=False):
         if getattr(model, "optimizer", None) is None:
             raise ValueError("Compile the model before training it (e.g. "
                              "tf_outheads.compile_for_translation(model, ...)).")
@@ -225,6 +236,8 @@ class Trainer:
                                      else positive_int("backup_every_n_steps",
                                                        backup_every_n_steps))
         self.nonfinite = nonfinite
+        # Per-worker input only means something with several workers.
+        self.per_worker_data = bool(per_worker_data) and num_workers(self.strategy) > 1
         self.backups = (None if backup_dir is None else
                         BackupManager(backup_dir, keep=keep_backups, chief=is_chief(self.strategy)))
         self.skipped_steps = []
@@ -233,8 +246,9 @@ class Trainer:
 
     # Replica functions ------------------------------------------------------
 
-    def _distribute(self, batch):
-        """One slice of sentences of the global `batch` per replica.
+    def _distribute(self, batch, per_worker=False):
+        """One slice of sentences of the global `batch` per replica (with `per_worker`:
+        of this worker's batch per local replica).
 
         A batch with fewer sentences than replicas (one long sentence alone in
         its length bucket, the last dev batch) is first completed with copies
@@ -243,7 +257,9 @@ class Trainer:
         replica gets an empty slice.
         """
         replicas = self.strategy.num_replicas_in_sync
-        if replicas == 1:
+        if per_worker:
+            replicas //= num_workers(self.strategy)
+        if replicas == 1 and not per_worker:
             return batch
         features, labels, sample_weight = _unpack(batch)
         size = tf.shape(tf.nest.flatten(labels)[0])[0]
@@ -268,7 +284,8 @@ class Trainer:
         size = tf.maximum(size, replicas)
 
         def replica_slice(context):
-            index = context.replica_id_in_sync_group
+            # Replica ids run worker by worker: a worker's own are consecutive.
+            index = context.replica_id_in_sync_group % replicas
             start, end = index * size // replicas, (index + 1) * size // replicas
             return tf.nest.map_structure(lambda tensor: tensor[start:end], batch)
 
@@ -310,7 +327,7 @@ class Trainer:
             for _ in range(steps):
                 batch = next(iterator)
                 fingerprint = (fingerprint * 31 + batch_fingerprint(batch)) % 2147483647
-                shards = self._distribute(batch)
+                shards = self._distribute(batch, per_worker=self.per_worker_data)
                 step_gradients, step_loss, tokens = strategy.run(self._forward_backward,
                                                                  args=(shards,))
                 global_loss = strategy.reduce(tf.distribute.ReduceOp.SUM, step_loss, axis=None)
@@ -377,11 +394,46 @@ class Trainer:
         return total / tokens if tokens else float("nan")
 
     def _checkpoint(self, iterator):
+        """The backup's checkpoint: variables, and the iterator unless each worker keeps its own."""
         model = self.model
+        own = {} if self.per_worker_data else {"iterator": iterator}
         return tf.train.Checkpoint(
             model_variables=[v.value for v in model.variables],
             optimizer_variables=[v.value for v in model.optimizer.variables],
-            iterator=iterator)
+            **own)
+
+    def _iterator_directory(self):
+        return os.path.join(self.backups.directory, "iterators",
+                            f"worker-{worker_index(self.strategy)}")
+
+    def _save_iterator(self, iterator, step):
+        """This worker's iterator at `step`, written atomically before the backup itself
+        (so a complete backup always has every worker's iterator); older ones that no
+        backup needs any more are removed."""
+        directory = self._iterator_directory()
+        os.makedirs(directory, exist_ok=True)
+        final = os.path.join(directory, f"ckpt-{int(step):09d}")
+        temporary = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
+        tf.train.Checkpoint(iterator=iterator).write(os.path.join(temporary, "iterator"))
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.rename(temporary, final)
+        kept = {kept_step for kept_step, _ in self.backups.checkpoints()}
+        for name in os.listdir(directory):
+            match = re.match(r"^ckpt-(\d+)$", name)
+            if match and int(match.group(1)) < step and int(match.group(1)) not in kept:
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+            elif ".tmp-" in name and name != os.path.basename(temporary):
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+    def _restore_iterator(self, iterator, step):
+        path = os.path.join(self._iterator_directory(), f"ckpt-{int(step):09d}", "iterator")
+        if not tf.io.gfile.exists(path + ".index"):
+            raise CheckpointError(
+                f"{path}: this worker's data position at step {step} is missing (the backup "
+                f"of step {step} needs every worker's); delete that backup to resume from "
+                "the one before it")
+        tf.train.Checkpoint(iterator=iterator).read(path).assert_consumed()
 
     def _build(self, dataset):
         """Create every variable (model, compiled loss, optimizer) before a restore."""
@@ -424,6 +476,8 @@ class Trainer:
             manifest = self.backups.restore(checkpoint, signature=signature)
             if manifest is not None:
                 state = manifest["state"]
+                if self.per_worker_data:
+                    self._restore_iterator(iterator, state["step"])
                 start_epoch, start_batch, step = state["epoch"], state["batch"], state["step"]
                 if start_batch >= steps_per_epoch:  # resumed with shorter epochs
                     start_epoch, start_batch = start_epoch + 1, 0
@@ -450,6 +504,8 @@ class Trainer:
         def backup(epoch, batch):
             if self.backups is None:
                 return
+            if self.per_worker_data:
+                self._save_iterator(iterator, step)
             self.backups.save(checkpoint, step, {
                 "epoch": epoch, "batch": batch, "step": step, "signature": signature,
                 "skipped_steps": self.skipped_steps, "time": time.time(),
@@ -551,13 +607,15 @@ class Trainer:
 
 def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None,
         accumulation_steps=1, backup_dir=None, backup_every_n_steps=None, keep_backups=3,
-        nonfinite="raise", verbose="auto"):
+        nonfinite="raise", verbose="auto", per_worker_data=False):
     """Train `model` on `dataset` with its strategy: the same call for every strategy.
 
     Build and compile the model inside `strategy.scope()` (see
     `tf_outheads.training.make_strategy`); outside any scope it trains on
     one device. `dataset` yields *global* batches `(features, labels)`, which
-    are split across the replicas sentence-wise.
+    are split across the replicas sentence-wise; with `per_worker_data=True`
+    (several workers) each worker's dataset yields its own share of the global
+    batch, split across its local replicas.
 
     Args:
         model: compiled `keras.Model`.
@@ -576,7 +634,8 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
             the step's batches).
         accumulation_steps: int. Global batches per update (effective batch
             = `accumulation_steps` × the dataset's batch). Defaults to 1.
-        backup_dir, backup_every_n_steps, keep_backups, nonfinite: see `Trainer`.
+        backup_dir, backup_every_n_steps, keep_backups, nonfinite, per_worker_data:
+            see `Trainer`.
         verbose: 0, 1 (progress bar), 2 or `"auto"`. Defaults to `"auto"`.
 
     Returns:
@@ -596,7 +655,7 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
     """
     trainer = Trainer(model, accumulation_steps=accumulation_steps, backup_dir=backup_dir,
                       backup_every_n_steps=backup_every_n_steps, keep_backups=keep_backups,
-                      nonfinite=nonfinite)
+                      nonfinite=nonfinite, per_worker_data=per_worker_data)
     return trainer.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
                        validation_data=validation_data, callbacks=callbacks, verbose=verbose)
 

@@ -1,0 +1,129 @@
+"""A user's own corpus as plain-text files (`data.train/dev/test`), through a run file."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.corpus import write_corpus_slice
+from tf_outheads import data as tfo_data
+from tf_outheads_zoo import cli
+from tf_outheads_zoo.config import ConfigError, data_set
+from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.train import TrainingData, tokenizer_seed
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    """600 train, 30 dev, 30 test verses in the embedded corpus's TSV format."""
+    return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "small.tsv", 600, 30, 30)
+
+
+def write_text_files(corpus_tsv, directory):
+    """Each split's es / en_web columns as `{split}.es` / `{split}.en` (train gzipped) and
+    the test split's en_kjv as `test.kjv.en`; returns the directory."""
+    import gzip
+
+    os.makedirs(directory, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        corpus = tfo_data.read_tsv(corpus_tsv, split=split)
+        target = os.path.join(directory, f"{split}.en" + (".gz" if split == "train" else ""))
+        with open(os.path.join(directory, f"{split}.es"), "w", encoding="utf-8") as f:
+            f.write("".join(s + "\n" for s in corpus.sources))
+        with (gzip.open if target.endswith(".gz") else open)(target, "wt", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in corpus.targets))
+        if split == "test":
+            with open(os.path.join(directory, "test.kjv.en"), "w", encoding="utf-8") as f:
+                f.write("".join(t + "\n" for t in corpus.references["en_kjv"]))
+    return directory
+
+
+def text_data(directory):
+    return {"train": {"source": f"{directory}/train.es", "target": f"{directory}/train.en.gz"},
+            "dev": {"source": f"{directory}/dev.es", "target": f"{directory}/dev.en"},
+            "test": {"source": f"{directory}/test.es", "target": f"{directory}/test.en",
+                     "references": [f"{directory}/test.kjv.en"]}}
+
+
+def test_text_files_give_the_batches_of_the_same_pairs_in_a_tsv(small_corpus, tmp_path):
+    directory = write_text_files(small_corpus, str(tmp_path / "text"))
+    tsv = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400})
+    text = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400,
+                                    "data.train": text_data(directory)["train"]})
+    batches = {}
+    for name, preset in (("tsv", tsv), ("text", text)):
+        keras.utils.set_random_seed(preset["train"]["seed"])
+        data = TrainingData(preset["data"], seed=tokenizer_seed(preset), log=lambda *_: None)
+        assert data.streamed == (name == "text")
+        tokenizers = tfo_data.build_tokenizers(data.sample.sources, data.sample.targets,
+                                               tmp_path / f"spm-{name}", vocab_size=400)
+        dataset = data.dataset(*tokenizers, seed=preset["train"]["seed"])
+        batches[name] = [[t.numpy() for t in tf.nest.flatten(b)] for b in dataset.take(40)]
+        batches[name + " pieces"] = tokenizers[0].vocabulary()  # the model bytes hold its path
+    assert batches["tsv pieces"] == batches["text pieces"]
+    for left, right in zip(batches["tsv"], batches["text"]):
+        assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(left, right))
+
+
+def test_a_run_file_of_text_files_trains_evaluates_and_translates(small_corpus, tmp_path,
+                                                                  capsys):
+    project = tmp_path / "project"
+    write_text_files(small_corpus, str(project / "corpora"))
+    # Paths relative to the run file, as a user writes them.
+    data = json.loads(json.dumps(text_data("corpora")))
+    run_file = project / "run.yaml"
+    run_file.write_text(
+        "preset: lstm-tiny\n"
+        f"data: {json.dumps({**data, 'vocab_size': 400})}\n"
+        "train: {steps_per_epoch: 3, epochs: 10}\n"
+        "decode: {max_length_offset: 3}\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    cli.main(["train", "--config", str(run_file), "--run-dir", str(run_dir), "--max-steps", "6"])
+    out = capsys.readouterr().out
+    assert "streamed from text files" in out and "[dev] step 3: BLEU" in out
+    with open(run_dir / "preset.json", encoding="utf-8") as f:
+        stored = json.load(f)["data"]
+    assert stored["train"]["source"] == str(project / "corpora" / "train.es")  # absolute
+    with open(run_dir / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    assert results["steps"] == 6 and [s for s, _ in results["dev_bleu_history"]] == [3, 6]
+    assert set(results["test"]) == {"bleu[test.en]", "chrf[test.en]",
+                                    "bleu[test.en+test.kjv.en]"}
+    assert len((run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()) == 30
+    # evaluate, translate and export need nothing but the run directory.
+    cli.main(["evaluate", "--hypotheses", str(run_dir / "test.hyp"), "--run-dir", str(run_dir),
+              "--split", "test"])
+    report = capsys.readouterr().out
+    assert f"{results['test']['bleu[test.en]']['score']:.2f}" in report
+    source = project / "corpora" / "dev.es"
+    output = tmp_path / "dev.out"
+    cli.main(["translate", "--run-dir", str(run_dir), "--input", str(source),
+              "--output", str(output)])
+    assert output.read_text(encoding="utf-8").splitlines() == \
+        (run_dir / "dev.hyp").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"source": "a.de"}, r"data\.train needs the paths 'source' and 'target'"),
+    ([{"source": "a.de", "target": "a.en", "refs": []}], r"data\.train takes the keys"),
+    ("a.de", r"data\.train must be"),
+])
+def test_a_malformed_training_set_names_the_key(value, message):
+    data = dict(get_preset("lstm-tiny")["data"], train=value)
+    with pytest.raises(ConfigError, match=message):
+        data_set(data, "train")
+
+
+def test_train_files_of_different_lengths_stop_before_training(small_corpus, tmp_path, capsys):
+    source, target = tmp_path / "t.es", tmp_path / "t.en"
+    source.write_text("uno\ndos\ntres\n", encoding="utf-8")
+    target.write_text("one\ntwo\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--preset", "lstm-tiny", "--run-dir", str(tmp_path / "r"),
+                  "--corpus", small_corpus,
+                  "--set", f"data.train={json.dumps({'source': str(source), 'target': str(target)})}"])
+    assert exit_info.value.code != 0
+    assert f"{source} has 3 lines but {target} has 2 lines" in capsys.readouterr().err
