@@ -9,6 +9,20 @@ BIBLE_CORPUS_PATH = (
 )
 
 
+_DOCS_DIRECTORIES = ("tutorials", "benchmarks")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests of tests/tutorials and tests/benchmarks (they run the scripts of
+    tutorials/ and benchmarks/) also carry the `docs` marker: `pytest -m docs` runs them;
+    CI runs the other slow tests (`-m "slow and not docs"`) to stay under 30 minutes."""
+    root = pathlib.Path(__file__).resolve().parent
+    for item in items:
+        parts = pathlib.Path(str(item.path)).resolve().relative_to(root).parts
+        if parts and parts[0] in _DOCS_DIRECTORIES and item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.docs)
+
+
 @pytest.fixture(scope="session")
 def bible_corpus_path():
     """str. Path of the embedded Spanish→English Bible corpus."""

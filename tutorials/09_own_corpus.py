@@ -6,7 +6,8 @@
 # not the embedded Bible TSV. This tutorial writes such files (from the
 # embedded corpus, so it runs anywhere), writes a `run.yaml` that names them,
 # and then does what a user does from the shell: `tf-outheads train --config`,
-# `evaluate`, `translate` and `export`. Every command after training needs only
+# `evaluate`, `translate` and `export` (run here through the CLI's `main`, the
+# program the shell command starts). Every command after training needs only
 # the run directory.
 #
 # What happens to the training files (`tf_outheads.data.streaming`):
@@ -37,6 +38,7 @@ import tempfile
 import tensorflow as tf
 
 from tf_outheads import data
+from tf_outheads_zoo import cli
 from tf_outheads_zoo.presets import EMBEDDED_CORPUS
 
 TINY = os.environ.get("OWN_CORPUS_TUTORIAL_TINY") == "1"
@@ -47,9 +49,14 @@ os.makedirs(CORPORA, exist_ok=True)
 
 
 def tf_outheads(*args):
-    """Runs `tf-outheads ARGS` (as `python -m tf_outheads_zoo.cli`, the same program)."""
+    """Runs `tf-outheads ARGS`: the CLI's `main`, in this process (a shell runs the same
+    program; `OWN_CORPUS_TUTORIAL_SUBPROCESS=1` runs it as `python -m tf_outheads_zoo.cli`)."""
     print("$ tf-outheads " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "tf_outheads_zoo.cli", *args], check=True)
+    if os.environ.get("OWN_CORPUS_TUTORIAL_SUBPROCESS") == "1":
+        subprocess.run([sys.executable, "-m", "tf_outheads_zoo.cli", *args], check=True)
+    else:
+        cli.main(list(args))
+        sys.stdout.flush()
 
 
 # %% [markdown]
