@@ -127,3 +127,23 @@ def test_train_files_of_different_lengths_stop_before_training(small_corpus, tmp
                   "--set", f"data.train={json.dumps({'source': str(source), 'target': str(target)})}"])
     assert exit_info.value.code != 0
     assert f"{source} has 3 lines but {target} has 2 lines" in capsys.readouterr().err
+
+
+def test_a_tsv_set_in_the_run_file_is_that_tsv_split(small_corpus, tmp_path):
+    from tf_outheads_zoo.train import read_split
+
+    default = get_preset("lstm-tiny", {"data.corpus": small_corpus,
+                                       "data.strip_target_suffixes": []})["data"]
+    # The corpus's own dev split, named as a TSV set with other columns.
+    named = dict(default, corpus="/nowhere.tsv",
+                 dev={"tsv": small_corpus, "split": "dev", "source": "es", "target": "en_kjv",
+                      "references": ["en_web"]})
+    assert data_set(named, "dev") == {"kind": "tsv", "path": small_corpus, "split": "dev",
+                                      "source": "es", "target": "en_kjv",
+                                      "references": ["en_web"]}
+    corpus, reference = read_split(named, "dev"), read_split(default, "dev")
+    assert corpus.sources == reference.sources and corpus.target_name == "en_kjv"
+    assert corpus.references["en_web"] == reference.targets
+    assert corpus.targets == reference.references["en_kjv"] != reference.targets
+    with pytest.raises(ConfigError, match=r"data\.dev\.split must be str"):
+        data_set(dict(default, dev={"tsv": small_corpus, "split": 3}), "dev")
