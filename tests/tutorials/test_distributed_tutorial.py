@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.tutorials.output import section
+
 # End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
 pytestmark = pytest.mark.slow
 
@@ -24,11 +26,6 @@ def output(tmp_path_factory):
                             text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
-
-
-def section(out, marker):
-    assert marker in out, f"{marker!r} not in the tutorial's output"
-    return out.split(marker, 1)[1].split("\n=== ", 1)[0]
 
 
 def _number(pattern, text):

@@ -8,15 +8,12 @@ import sys
 
 import pytest
 
+from tests.tutorials.output import section
+
 # End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
 pytestmark = pytest.mark.slow
 
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "06_export_serving.py"
-
-
-def section(out, marker):
-    assert marker in out, f"{marker!r} not in the tutorial's output"
-    return out.split(marker, 1)[1].split("\n=== ", 1)[0]
 
 
 def test_export_tutorial_serves_what_the_translator_says(tmp_path):

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.tutorials.output import section
+
 # End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
 pytestmark = pytest.mark.slow
 
@@ -23,13 +25,6 @@ def tutorial_output(tmp_path_factory):
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout, run_dir
-
-
-def section(out, marker):
-    """The text from `marker` to the next `=== ` marker (or the end)."""
-    assert marker in out, f"{marker!r} not in the tutorial's output"
-    rest = out.split(marker, 1)[1]
-    return rest.split("\n=== ", 1)[0]
 
 
 def test_parameter_tables_show_both_capacities(tutorial_output):

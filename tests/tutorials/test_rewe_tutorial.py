@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.tutorials.output import section
+
 # End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
 pytestmark = pytest.mark.slow
 
@@ -25,12 +27,6 @@ def tutorial_output(tmp_path_factory):
                             text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout, run_dir
-
-
-def section(out, marker):
-    """The text from `marker` to the next `=== ` marker (or the end)."""
-    assert marker in out, f"{marker!r} not in the tutorial's output"
-    return out.split(marker, 1)[1].split("\n=== ", 1)[0]
 
 
 def test_two_outputs_in_training_logits_at_inference(tutorial_output):

@@ -8,15 +8,12 @@ import sys
 
 import pytest
 
+from tests.tutorials.output import section
+
 # End-to-end (subprocesses, tutorials or benchmark runs): `pytest -m slow`.
 pytestmark = pytest.mark.slow
 
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "tutorials" / "07_shared_private.py"
-
-
-def section(out, marker):
-    assert marker in out, f"{marker!r} not in the tutorial's output"
-    return out.split(marker, 1)[1].split("\n=== ", 1)[0]
 
 
 def test_shared_private_tutorial(tmp_path):
