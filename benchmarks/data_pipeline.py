@@ -27,6 +27,7 @@ model's rate. Not part of CI (the test runs `--quick`).
     python benchmarks/data_pipeline.py --quick               # 2K and 8K pairs, a smoke test
 """
 
+import argparse
 import json
 import os
 import random
@@ -59,16 +60,10 @@ def parse(argv):
                         help="data.vocab_size (default: the preset's)")
     parser.add_argument("--shuffle-buffer", type=int, default=None,
                         help="data.shuffle_buffer (default: the preset's)")
-    parser.add_argument("--child", default=None, help=argparse_hidden())
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one size, internal
     common.add_thread_arguments(parser)
     return common.parse_benchmark_args(parser, argv, "data_pipeline", QUICK,
                                        positive=("pipeline_batches", "model_steps"))
-
-
-def argparse_hidden():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 def write_corpus(directory, size, seed=0):
@@ -104,7 +99,6 @@ def directory_bytes(path):
 def measure(args, size):
     """One size, in this process: the record of one row."""
     import keras
-    import numpy as np
     import tensorflow as tf
 
     from tf_outheads import data as tfo_data

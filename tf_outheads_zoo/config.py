@@ -60,7 +60,7 @@ class ConfigError(ValueError):
     """A setting the schema refuses: unknown key, wrong type, value not among the choices."""
 
 
-def setting(default, doc, *, legacy=_SAME, choices=None, keys=None):
+def setting(default, doc, *, legacy=_SAME, choices=None, keys=None, check=None):
     """A schema field: its default, its one-line doc and its checks.
 
     Args:
@@ -70,8 +70,11 @@ def setting(default, doc, *, legacy=_SAME, choices=None, keys=None):
             existed (what the code did without it). Defaults to `default`.
         choices: tuple of the allowed values, or `None`.
         keys: tuple of the keys a dict value may have, or `None` (any).
+        check: callable `(value, dotted)` that raises `ConfigError` for a value
+            of the right type but the wrong shape, or `None`.
     """
-    metadata = {"doc": doc, "legacy": legacy, "choices": choices, "keys": keys}
+    metadata = {"doc": doc, "legacy": legacy, "choices": choices, "keys": keys,
+                "check": check}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
                                  metadata=metadata)
@@ -90,13 +93,15 @@ class DataConfig:
     train: dict | list[dict] | None = setting(
         None, "training set: None (the corpus's train split), {source, target} text files "
         "(.gz read as gzip; streamed, never held in memory), a list of such pairs, or "
-        "{tsv, split, source, target}")
+        "{tsv, split, source, target}",
+        check=lambda value, dotted: check_data_set(value, dotted))
     dev: dict | None = setting(
         None, "dev set: None (the corpus's dev split), {source, target, references: [...]} "
         "text files, or {tsv, split, source, target, references}",
-        keys=SET_KEYS)
+        keys=SET_KEYS, check=lambda value, dotted: check_data_set(value, dotted))
     test: dict | None = setting(
-        None, "test set, as data.dev", keys=SET_KEYS)
+        None, "test set, as data.dev", keys=SET_KEYS,
+        check=lambda value, dotted: check_data_set(value, dotted))
     source_column: str = setting("es", "column of the source sentences")
     target_column: str = setting("en_web", "column of the target sentences (the primary "
                                  "reference)")
@@ -347,6 +352,12 @@ def _check_value(field, value, dotted, source):
         if "class_name" in allowed and not isinstance(value.get("class_name"), str):
             raise ConfigError(f"{source}: {dotted} needs a 'class_name'. "
                               f"Received: {dotted}={value!r}")
+    check = field.metadata.get("check")
+    if check is not None and value is not None:
+        try:
+            check(value, dotted)
+        except ConfigError as error:
+            raise ConfigError(f"{source}: {error}") from None
     return value
 
 
@@ -551,12 +562,32 @@ def data_set(data_config, split):
         ConfigError: naming `data.<split>`, for a mapping that is neither form.
     """
     value = data_config.get(split)
-    dotted = f"data.{split}"
     tsv = {"kind": "tsv", "path": data_config["corpus"], "split": split,
            "source": data_config["source_column"], "target": data_config["target_column"],
            "references": list(data_config["reference_columns"])}
     if value is None:
         return tsv
+    entries = check_data_set(value, f"data.{split}")
+    if "tsv" in entries[0]:
+        entry = entries[0]
+        tsv.update({key: entry[key] for key in ("split", "source", "target", "references")
+                    if key in entry})
+        tsv["path"] = entry["tsv"]
+        return tsv
+    return {"kind": "files", "pairs": [(e["source"], e["target"]) for e in entries],
+            "references": list(entries[0].get("references") or [])}
+
+
+def check_data_set(value, dotted):
+    """The entries (mappings) of a `data.train` / `dev` / `test` value, checked: one
+    `{tsv, split, source, target, references}` mapping, or text-file mappings
+    `{source, target[, references]}` (a list of them for `data.train` only).
+
+    Raises:
+        ConfigError: naming `dotted`, for a value of neither form. The schema runs it
+            when the key is set (a preset, `--set`, a run file), before anything is written.
+    """
+    split = dotted.rsplit(".", 1)[-1]
     entries = value if isinstance(value, list) else [value]
     if split != "train" and isinstance(value, list):
         raise ConfigError(f"{dotted} is one mapping (a list of file pairs is for data.train "
@@ -580,10 +611,7 @@ def data_set(data_config, split):
         for key in ("tsv", "split", "source", "target"):
             if key in entry and not isinstance(entry[key], str):
                 raise ConfigError(f"{dotted}.{key} must be str. Received: {entry[key]!r}")
-        tsv.update({key: entry[key] for key in ("split", "source", "target", "references")
-                    if key in entry})
-        tsv["path"] = entry["tsv"]
-        return tsv
+        return entries
     for entry in entries:
         if not isinstance(entry.get("source"), str) or not isinstance(entry.get("target"), str):
             raise ConfigError(f"{dotted} needs the paths 'source' and 'target' of a text-file "
@@ -592,8 +620,7 @@ def data_set(data_config, split):
     if isinstance(references, str) or not all(isinstance(r, str) for r in references):
         raise ConfigError(f"{dotted}.references must be a list of paths. "
                           f"Received: {references!r}")
-    return {"kind": "files", "pairs": [(e["source"], e["target"]) for e in entries],
-            "references": list(references)}
+    return entries
 
 
 def resolve_paths(data, base):

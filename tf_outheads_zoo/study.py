@@ -464,23 +464,28 @@ def _bleu_curve(run_dir):
     return list(records), list(records.values())
 
 
-def _data_settings(run_dir, sizes=None):
-    """The `data` section a run trained with (read through the schema, so records from
-    before a key get the value they trained with), the corpus by file name only: the
-    same corpus sits at another path on another machine.
+def _data_settings(data, sizes=None):
+    """The `data` section `data` a run trained with (`_stored_data`), compared as: the
+    corpus by file name only (the same corpus sits at another path on another machine).
 
     `sizes`: `{corpus file name: training split size}` of corpora readable here; a
     shuffle buffer or tokenizer sample at least that large (or None: all of it) is
     the same setting, `"all"`: the same batches, the same pieces."""
-    from tf_outheads_zoo.config import read_stored_preset
-
-    data = dict(read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"])
+    data = dict(data)
     data["corpus"] = os.path.basename(str(data["corpus"]))
     size = (sizes or {}).get(data["corpus"]) if data.get("train") is None else None
     for key in ("shuffle_buffer", "tokenizer_sample"):
         if size is not None and (data.get(key) is None or data[key] >= size):
             data[key] = "all"
     return data
+
+
+def _stored_data(run_dir):
+    """The `data` section of a run's `preset.json`, read through the schema: records
+    from before a key get the value they trained with."""
+    from tf_outheads_zoo.config import read_stored_preset
+
+    return read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -491,14 +496,13 @@ def _train_split_size(path, split, source, target):
                                  split=split, id_column=None))
 
 
-def _corpus_sizes(run_dirs):
-    """`{corpus file name: pairs of its train split}` for the runs' TSV corpora found
-    here (at the stored path, or the embedded corpus by its name)."""
-    from tf_outheads_zoo.config import EMBEDDED_CORPUS, data_set, read_stored_preset
+def _corpus_sizes(stored):
+    """`{corpus file name: pairs of its train split}` for the TSV corpora of the `data`
+    sections `stored` found here (at the stored path, or the embedded corpus by name)."""
+    from tf_outheads_zoo.config import EMBEDDED_CORPUS, data_set
 
     sizes = {}
-    for run_dir in run_dirs:
-        data = read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"]
+    for data in stored:
         spec = data_set(data, "train")
         name = os.path.basename(str(data["corpus"]))
         if spec["kind"] != "tsv" or name in sizes:
@@ -516,11 +520,13 @@ def data_differences(runs):
     """`{"data.key": {value: ["arm seed", ...]}}` for every data setting on which the
     finished runs `{arm: {seed: run_dir}}` of one study disagree (pieces, batches,
     filters): arms trained on other data are not a comparison of output layers."""
-    sizes = _corpus_sizes([d for arm_runs in runs.values() for d in arm_runs.values()])
+    stored = {run_dir: _stored_data(run_dir)
+              for arm_runs in runs.values() for run_dir in arm_runs.values()}
+    sizes = _corpus_sizes(stored.values())
     seen = {}
     for arm_name, arm_runs in runs.items():
         for seed, run_dir in sorted(arm_runs.items()):
-            for key, value in _data_settings(run_dir, sizes).items():
+            for key, value in _data_settings(stored[run_dir], sizes).items():
                 seen.setdefault(key, {}).setdefault(json.dumps(value, sort_keys=True), []
                                                     ).append(f"{arm_name} {seed}")
     return {f"data.{key}": values for key, values in sorted(seen.items()) if len(values) > 1}

@@ -244,33 +244,36 @@ def cleaning_rules(data_config):
 
 def load_splits(data_config, log=print):
     """Read train/dev/test into memory; clean the training split only."""
-    splits = {split: read_split(data_config, split, log=log) for split in ("train", "dev", "test")}
-    rules = cleaning_rules(data_config)
-    cleaned, report = tfo_data.clean(
-        splits["train"], max_length=rules.max_length, max_length_ratio=rules.max_length_ratio,
-        drop_containing=rules.drop_containing)
-    log(f"[data] {splits['train'].origin}: train {len(splits['train'])} pairs, "
-        f"dev {len(splits['dev'])}, test {len(splits['test'])}")
-    log(f"[data] cleaning of train: {report}")
-    splits["train"] = cleaned
+    splits = {split: read_split(data_config, split, log=log) for split in ("dev", "test")}
+    splits["train"] = load_train_split(data_config, log=log)
+    log(f"[data] dev {len(splits['dev'])} pairs, test {len(splits['test'])}")
     return splits
 
 
-def reference_streams(corpus, data_config=None):
-    """Reference dict `{target name: [...], other streams...}` for evaluation.
-
-    `data_config` is not used (kept for callers of the former signature).
-    """
-    return corpus.reference_streams()
+def load_train_split(data_config, log=print):
+    """The training split in memory, cleaned by the preset's rules (`cleaning_rules`)."""
+    train = read_split(data_config, "train", log=log)
+    rules = cleaning_rules(data_config)
+    cleaned, report = tfo_data.clean(
+        train, max_length=rules.max_length, max_length_ratio=rules.max_length_ratio,
+        drop_containing=rules.drop_containing)
+    log(f"[data] {train.origin}: train {len(train)} pairs")
+    log(f"[data] cleaning of train: {report}")
+    return cleaned
 
 
 def _sample(corpus, size, seed):
-    """At most `size` pairs of `corpus` (seeded, in corpus order); all of them when fewer."""
+    """At most `size` pairs of `corpus`, in corpus order; all of them when fewer. The
+    `tf_outheads.data.Reservoir` sample the streaming scan draws: the same pairs and seed
+    give the same sample from a TSV as from text files."""
     if size is None or len(corpus) <= size:
         return corpus
-    import random
-
-    return corpus.select(sorted(random.Random(seed).sample(range(len(corpus)), size)))
+    reservoir = tfo_data.Reservoir(size, seed)
+    for index in range(len(corpus)):
+        slot = reservoir.next_slot()
+        if slot is not None:
+            reservoir.put(slot, index)
+    return corpus.select(reservoir.items())
 
 
 class TrainingData:
@@ -278,8 +281,9 @@ class TrainingData:
 
     `sample` is what SentencePiece (and word alignment, word vectors) learn
     from: the cleaned pairs, or a seeded sample of `data.tokenizer_sample` of
-    them. `dataset(...)` gives the training batches; both forms end in
-    `tf_outheads.data.batch_pairs`, so the same pairs give the same batches.
+    them (`tf_outheads.data.Reservoir` in both forms). `dataset(...)` gives the
+    training batches: `make_training_dataset` in memory, `make_text_dataset`
+    streamed; the same pairs give the same batches (tests/zoo/test_text_corpus.py).
     """
 
     def __init__(self, data_config, seed, log=print):
@@ -304,7 +308,7 @@ class TrainingData:
             self.sample = scan.sample
             self.corpus = None
         else:
-            self.corpus = load_splits_train(data_config, log=log)
+            self.corpus = load_train_split(data_config, log=log)
             self.size = len(self.corpus)
             self.sample = _sample(self.corpus, sample_size, seed)
         if len(self.sample) < self.size:
@@ -333,18 +337,6 @@ class TrainingData:
                                               shard_index=shard_index, **batching)
         return tfo_data.dataset_from_corpus(self.corpus, source_tokenizer, target_tokenizer,
                                             **batching)
-
-
-def load_splits_train(data_config, log=print):
-    """The cleaned training split in memory (as `load_splits`, without dev and test)."""
-    train = read_split(data_config, "train", log=log)
-    rules = cleaning_rules(data_config)
-    cleaned, report = tfo_data.clean(
-        train, max_length=rules.max_length, max_length_ratio=rules.max_length_ratio,
-        drop_containing=rules.drop_containing)
-    log(f"[data] {train.origin}: train {len(train)} pairs")
-    log(f"[data] cleaning of train: {report}")
-    return cleaned
 
 
 def tokenizer_seed(preset):
@@ -583,14 +575,13 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         f"({time.time() - tokenizer_start:.0f} s)")
     # Several workers on a streamed corpus: each reads its own shard of the lines
     # and builds its share of the global batch (data.batch_tokens / workers).
-    workers = tfo_strategy.num_workers(strategy)
+    workers, worker = tfo_strategy.num_workers(strategy), tfo_strategy.worker_index(strategy)
     per_worker_data = training_data.streamed and workers > 1
     train_dataset = training_data.dataset(
         source_tokenizer, target_tokenizer, seed=train_config["seed"],
-        **(dict(num_shards=workers, shard_index=tfo_strategy.worker_index(strategy))
-           if per_worker_data else {}))
+        **(dict(num_shards=workers, shard_index=worker) if per_worker_data else {}))
     if per_worker_data:
-        log(f"[data] worker {tfo_strategy.worker_index(strategy)} of {workers}: reads the "
+        log(f"[data] worker {worker} of {workers}: reads the "
             f"lines whose position modulo {workers} is its index; batches of at most "
             f"{data_config['batch_tokens'] // workers} padded tokens (data.batch_tokens / "
             "workers)")

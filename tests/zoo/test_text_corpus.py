@@ -73,7 +73,7 @@ def test_a_run_file_of_text_files_trains_evaluates_and_translates(small_corpus, 
     project = tmp_path / "project"
     write_text_files(small_corpus, str(project / "corpora"))
     # Paths relative to the run file, as a user writes them.
-    data = json.loads(json.dumps(text_data("corpora")))
+    data = text_data("corpora")
     run_file = project / "run.yaml"
     run_file.write_text(
         "preset: lstm-tiny\n"
@@ -115,6 +115,23 @@ def test_a_malformed_training_set_names_the_key(value, message):
     data = dict(get_preset("lstm-tiny")["data"], train=value)
     with pytest.raises(ConfigError, match=message):
         data_set(data, "train")
+    if isinstance(value, str):
+        return  # not a mapping: refused by the key's type, as every setting is
+    # The schema refuses it when the key is set, before a run writes anything.
+    with pytest.raises(ConfigError, match=message):
+        get_preset("lstm-tiny", {"data.train": value})
+
+
+def test_a_malformed_dev_set_is_refused_before_anything_is_written(small_corpus, tmp_path,
+                                                                    capsys):
+    run_dir = tmp_path / "r"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--preset", "lstm-tiny", "--run-dir", str(run_dir),
+                  "--corpus", small_corpus,
+                  "--set", "data.dev={'tsv': '" + small_corpus + "', 'split': 3}"])
+    assert exit_info.value.code == 2
+    assert "data.dev.split must be str" in capsys.readouterr().err
+    assert not (run_dir / "preset.json").exists()
 
 
 def test_train_files_of_different_lengths_stop_before_training(small_corpus, tmp_path, capsys):
@@ -147,3 +164,17 @@ def test_a_tsv_set_in_the_run_file_is_that_tsv_split(small_corpus, tmp_path):
     assert corpus.targets == reference.references["en_kjv"] != reference.targets
     with pytest.raises(ConfigError, match=r"data\.dev\.split must be str"):
         data_set(dict(default, dev={"tsv": small_corpus, "split": 3}), "dev")
+
+
+def test_a_tsv_and_its_text_files_give_the_same_tokenizer_sample(small_corpus, tmp_path):
+    directory = write_text_files(small_corpus, str(tmp_path / "text"))
+    samples = []
+    for train in (None, text_data(directory)["train"]):
+        preset = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.train": train,
+                                          "data.tokenizer_sample": 100})
+        samples.append(TrainingData(preset["data"], seed=7, log=lambda *_: None).sample)
+    tsv, text = samples
+    assert len(tsv) == len(text) == 100 and tsv.sources == text.sources
+    assert tsv.targets == text.targets
+    other = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.tokenizer_sample": 100})
+    assert TrainingData(other["data"], seed=8, log=lambda *_: None).sample.sources != tsv.sources

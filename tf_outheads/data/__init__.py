@@ -28,6 +28,7 @@ from tf_outheads.data.pipeline import make_training_dataset
 from tf_outheads.data.special_tokens import BOS_ID
 from tf_outheads.data.streaming import CleaningRules
 from tf_outheads.data.streaming import FileScan
+from tf_outheads.data.streaming import Reservoir
 from tf_outheads.data.streaming import file_pairs
 from tf_outheads.data.streaming import make_text_dataset
 from tf_outheads.data.streaming import scan_parallel_files
@@ -78,6 +79,7 @@ __all__ = [
     "dataset_from_corpus",
     "CleaningRules",
     "FileScan",
+    "Reservoir",
     "file_pairs",
     "scan_parallel_files",
     "text_pairs",

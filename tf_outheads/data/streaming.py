@@ -47,6 +47,7 @@ from tf_outheads.data.pipeline import batch_pairs
 
 __all__ = [
     "CleaningRules",
+    "Reservoir",
     "FileScan",
     "scan_parallel_files",
     "text_pairs",
@@ -197,6 +198,53 @@ def file_pairs(pairs):
     return result
 
 
+class Reservoir:
+    """A uniform sample of at most `size` items of a stream, returned in stream order.
+
+    Algorithm R with `random.Random(seed)`: the same stream and seed give the
+    same sample, whether the stream is a file or a list (the zoo samples the
+    tokenizer's pairs of an in-memory corpus with it too). Ask `next_slot()`
+    for every item; only an item that gets a slot needs to be built and `put`.
+
+    Example:
+
+    ```python
+    reservoir = Reservoir(2, seed=0)
+    for item in "abcde":
+        slot = reservoir.next_slot()
+        if slot is not None:
+            reservoir.put(slot, item)
+    reservoir.items()  # two of the letters, in stream order
+    ```
+    """
+
+    def __init__(self, size, seed=0):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"`size` must be an int >= 1. Received: size={size!r}")
+        self.size = size
+        self.seen = 0
+        self._rng = random.Random(seed)
+        self._entries = []  # (position in the stream, item)
+
+    def next_slot(self):
+        """Counts the next item of the stream; its slot in the sample, or None."""
+        position = self.seen
+        self.seen += 1
+        if position < self.size:
+            self._entries.append(None)
+            return position
+        slot = self._rng.randrange(position + 1)
+        return slot if slot < self.size else None
+
+    def put(self, slot, item):
+        """Stores the item just counted in `slot` (from `next_slot`)."""
+        self._entries[slot] = (self.seen - 1, item)
+
+    def items(self):
+        """The sampled items, in stream order."""
+        return [item for _, item in sorted(self._entries, key=lambda entry: entry[0])]
+
+
 @dataclasses.dataclass
 class FileScan:
     """What :func:`scan_parallel_files` found.
@@ -281,32 +329,24 @@ def scan_parallel_files(pairs, rules=None, sample_size=500_000, seed=0, log=None
     apply = tf.function(rules.apply, input_signature=[
         tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)])
     removed = np.zeros(len(rules.filters) + 1, dtype=np.int64)
-    rng = random.Random(seed)
-    reservoir = []  # (position, source, target, id)
-    kept_so_far = 0
+    reservoir = Reservoir(sample_size, seed)  # of (source, target, id)
     stripped = 0
     line_counts = []
     total = 0
 
-    def flush(batch):
-        nonlocal kept_so_far, stripped
+    def flush(batch, source_path):
+        nonlocal stripped
         sources, targets, reasons = apply(tf.constant([b[1] for b in batch], tf.string),
                                           tf.constant([b[2] for b in batch], tf.string))
         reasons = reasons.numpy()
         removed[:] += np.bincount(reasons, minlength=len(removed))
         sources, targets = sources.numpy(), targets.numpy()
         for index in np.flatnonzero(reasons == 0):
-            position = kept_so_far
-            kept_so_far += 1
-            if position < sample_size:
-                slot = len(reservoir)
-                reservoir.append(None)
-            else:
-                slot = rng.randrange(position + 1)
-                if slot >= sample_size:
-                    continue
-            source, target = sources[index].decode("utf-8"), targets[index].decode("utf-8")
-            reservoir[slot] = (position, source, target, batch[index][0])
+            slot = reservoir.next_slot()
+            if slot is not None:
+                reservoir.put(slot, (sources[index].decode("utf-8"),
+                                     targets[index].decode("utf-8"),
+                                     f"{source_path}:{batch[index][0]}"))
         if rules.strip_target_suffixes:
             stripped += int(np.sum(
                 [len(t.encode("utf-8").strip()) != len(s) for (_, _, t), s in
@@ -317,29 +357,30 @@ def scan_parallel_files(pairs, rules=None, sample_size=500_000, seed=0, log=None
         count = 0
         for line_number, source, target in _paired_lines(source_path, target_path):
             count = line_number
-            batch.append((f"{source_path}:{line_number}", source, target))
+            batch.append((line_number, source, target))
             if len(batch) == _CLEAN_BATCH:
-                flush(batch)
+                flush(batch, source_path)
                 batch = []
             if log is not None and (total + count) % 1_000_000 == 0:
                 log(f"[data] scanned {total + count:,} pairs ({time.time() - start:.0f}s)")
         if batch:
-            flush(batch)
+            flush(batch, source_path)
         if count == 0:
             raise CorpusError(f"{source_path}: the file is empty; expected one sentence per line.")
         line_counts.append(count)
         total += count
-    if kept_so_far == 0:
+    kept = reservoir.seen
+    if kept == 0:
         raise CorpusError(f"{pairs[0][0]} -> {pairs[0][1]}: cleaning drops every one of the "
                           f"{total} pairs; expected some to pass {rules}.")
-    reservoir.sort(key=lambda item: item[0])
+    sampled = reservoir.items()
     sample = ParallelCorpus(
-        sources=[item[1] for item in reservoir], targets=[item[2] for item in reservoir],
-        ids=[item[3] for item in reservoir],
-        origin=f"sample of {len(reservoir)} of {kept_so_far} kept pairs of "
+        sources=[item[0] for item in sampled], targets=[item[1] for item in sampled],
+        ids=[item[2] for item in sampled],
+        origin=f"sample of {len(sampled)} of {kept} kept pairs of "
                + ", ".join(f"{s} -> {t}" for s, t in pairs),
         target_name=os.path.basename(pairs[0][1]))
-    report = CleaningReport(total=total, kept=kept_so_far,
+    report = CleaningReport(total=total, kept=kept,
                             removed={name: int(removed[code])
                                      for code, name in enumerate(rules.filters, start=1)})
     return FileScan(pairs=pairs, lines=line_counts, report=report, stripped=stripped,

@@ -259,7 +259,7 @@ class Trainer:
         replicas = self.strategy.num_replicas_in_sync
         if per_worker:
             replicas //= num_workers(self.strategy)
-        if replicas == 1 and not per_worker:
+        if replicas == 1:  # one replica takes the batch (per worker: its own worker's)
             return batch
         features, labels, sample_weight = _unpack(batch)
         size = tf.shape(tf.nest.flatten(labels)[0])[0]
