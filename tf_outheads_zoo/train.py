@@ -25,6 +25,7 @@ from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads.training import strategy as tfo_strategy
+from tf_outheads.training.callbacks import TimeLimit
 from tf_outheads.training.translation import compile_for_translation, translation_callbacks
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
@@ -670,7 +671,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
         per_worker_data=per_worker_data,
     )
-    train_seconds = time.time() - start
+    # Training wall clock of every process that trained this run (a backup keeps it).
+    train_seconds = next(c for c in callbacks if isinstance(c, TimeLimit)).elapsed()
     steps = int(model.optimizer.iterations.numpy())
     if not chief:
         log(f"[done] worker {run_dir}: {steps} steps; the chief evaluates and writes the model")

@@ -65,6 +65,44 @@ def test_time_limit_stops_training(bible_tokenizer):
     assert int(model.optimizer.iterations.numpy()) == 1
 
 
+class _Clock(keras.callbacks.Callback):
+    """time.time() for the callbacks module: 10 s pass with every trained batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = 1000.0
+
+    def time(self):
+        return self.now
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.now += 10.0
+
+
+def test_clock_without_budget_counts_the_seconds_of_every_resume(
+        bible_tokenizer, tmp_path, monkeypatch):
+    from tf_outheads import training
+    from tf_outheads.training import callbacks as callbacks_module
+
+    clock = _Clock()
+    monkeypatch.setattr(callbacks_module, "time", clock)
+    model, dataset = _model_and_data(bible_tokenizer)
+    first = TimeLimit()  # no budget: a clock that never stops training
+    training.fit(model, dataset, epochs=1, steps_per_epoch=3, callbacks=[clock, first],
+                 verbose=0, backup_dir=str(tmp_path))
+    assert int(model.optimizer.iterations.numpy()) == 3
+    assert first.elapsed() == 30.0
+    clock.now += 500.0  # time between the processes is not training
+    assert first.elapsed() == 30.0 and first.budget_text() == "0.5 min"
+    # A new process resumes from the backup: its clock starts from the first one's seconds.
+    model, dataset = _model_and_data(bible_tokenizer)
+    second = TimeLimit()
+    training.fit(model, dataset, epochs=2, steps_per_epoch=3, callbacks=[clock, second],
+                 verbose=0, backup_dir=str(tmp_path))
+    assert int(model.optimizer.iterations.numpy()) == 6
+    assert second.elapsed() == 60.0
+
+
 def test_standard_callbacks_write_checkpoint_and_logs(bible_tokenizer, bible_slice, tmp_path):
     model, dataset = _model_and_data(bible_tokenizer)
     callbacks, bleu = translation_callbacks(

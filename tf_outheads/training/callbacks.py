@@ -108,16 +108,18 @@ class BleuCallback(keras.callbacks.Callback):
 
 
 class TimeLimit(keras.callbacks.Callback):
-    """Stop training cleanly once a wall-clock budget (minutes) is spent.
+    """Training wall clock, resumes included; with `minutes`, stop cleanly once spent.
 
     Checked after every batch; the current epoch's end callbacks still run, so
-    the last evaluation and checkpoint happen.
+    the last evaluation and checkpoint happen. With `minutes=None` it only keeps
+    the clock (`elapsed()`), which a backup stores like the budget, so a run
+    resumed three times still reports the seconds all its processes trained.
     """
 
-    def __init__(self, minutes):
+    def __init__(self, minutes=None):
         super().__init__()
-        if minutes <= 0:
-            raise ValueError(f"`minutes` must be > 0. Received: minutes={minutes}")
+        if minutes is not None and minutes <= 0:
+            raise ValueError(f"`minutes` must be > 0 or None. Received: minutes={minutes}")
         self.minutes = minutes
         self._start = None
         self._spent = 0.0  # seconds spent before a resume
@@ -129,23 +131,31 @@ class TimeLimit(keras.callbacks.Callback):
     def get_state(self):
         return {"seconds": self.elapsed()}
 
+    def _spent_budget(self):
+        return self.minutes is not None and self.elapsed() > 60.0 * self.minutes
+
     def set_state(self, state):
         """A resumed run has only what is left of the budget; none left: no step."""
         self._spent = float(state["seconds"])
-        if self.elapsed() > 60.0 * self.minutes:
+        if self._spent_budget():
             print(f"[train] the time budget ({self.minutes:g} min) was spent before this "
                   "resume: nothing to train", flush=True)
             self.model.stop_training = True
 
     def budget_text(self):
-        """The budget spent so far, for the progress bar: "4.2 of 10 min"."""
+        """The time spent so far, for the progress bar: "4.2 of 10 min" (or "4.2 min")."""
+        if self.minutes is None:
+            return f"{self.elapsed() / 60:.1f} min"
         return f"{self.elapsed() / 60:.1f} of {self.minutes:g} min"
 
     def on_train_begin(self, logs=None):
         self._start = time.time()
 
+    def on_train_end(self, logs=None):
+        self._spent, self._start = self.elapsed(), None
+
     def on_train_batch_end(self, batch, logs=None):
-        if self.elapsed() > 60.0 * self.minutes:
+        if self._spent_budget():
             self.model.stop_training = True
 
 

@@ -84,7 +84,8 @@ def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
     dev BLEU (writes `val_bleu`) → early stopping on dev BLEU → best weights
     (`run_dir/checkpoints/best.weights.h5`, written atomically: `BestWeights`)
     → TensorBoard (`run_dir/logs`) → CSV log → optional wall-clock / step
-    limits. Resuming an interrupted run is the trainer's job
+    limits (a `TimeLimit` is always there: with no budget it keeps the training
+    clock, resumes included). Resuming an interrupted run is the trainer's job
     (`tf_outheads.training.fit(..., backup_dir=...)`: mid-epoch, with the
     data position), not a callback's. With `chief=False` (the other workers
     of a multi-worker job) nothing is written to `run_dir`.
@@ -112,8 +113,7 @@ def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
                                                      update_freq=50))
         callbacks.append(keras.callbacks.CSVLogger(os.path.join(run_dir, "history.csv"),
                                                    append=True))
-    if max_minutes:
-        callbacks.append(TimeLimit(max_minutes))
+    callbacks.append(TimeLimit(max_minutes or None))  # without a budget: the clock only
     if max_steps:
         callbacks.append(StepLimit(max_steps))
     return callbacks, bleu
