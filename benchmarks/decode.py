@@ -254,7 +254,7 @@ def bookkeeping(args, model, source_tokenizer, target_tokenizer, sentences):
     def make(step_fn, k):
         @tf.function
         def run(state):
-            batch_size = tf.shape(state["memory"])[0]
+            batch_size = len(batch)  # any model's state: LSTM or Transformer
             if k == 1:
                 return greedy_search(step_fn, state, batch_size, steps, min_length=steps).ids
             return beam_search(step_fn, state, batch_size, k, steps, min_length=steps,

@@ -14,7 +14,10 @@ table row:
   verbose=0)`; `tf_outheads` is one `tf_outheads.training.Trainer` per model
   and `trainer.fit(dataset, steps_per_epoch=N, epochs=1, verbose=0)` per pass:
   the code of `tf_outheads.training.fit`, traced once like Keras' cached
-  `train_function`; `tf_outheads-call` (optional) calls
+  `train_function`; `tf_outheads-xla` the same with `jit_compile=True` (each
+  replica's step XLA-compiled), `tf_outheads-spe` with
+  `steps_per_execution=--steps-per-execution` (several steps per host round
+  trip), `tf_outheads-xla-spe` both; `tf_outheads-call` (optional) calls
   `tf_outheads.training.fit(model, dataset, ...)` itself on every pass: a new
   `Trainer` each call, so each pass traces its step function again (the cost
   of calling the public function repeatedly, e.g. once per epoch).
@@ -35,9 +38,8 @@ BiLSTM encoder and LSTM decoder of 256, embeddings 256, dropout 0.1) or
 `--ffn-dim`, `--num-heads`, `--num-layers` encoder and decoder layers). Each
 variant's model is built with the same seed inside `strategy.scope()`
 (`tf_outheads.training.make_strategy(--strategy, devices=--devices)`) and
-compiled with `compile_for_translation` (Adam 1e-3, clipnorm 5; graph mode:
-`--jit-compile` reaches Keras' `model.fit` only, the trainer's step is a plain
-`tf.function`). `--split-cpu N` exposes the CPU as N logical devices before
+compiled with `compile_for_translation` (Adam 1e-3, clipnorm 5; `--jit-compile`
+reaches Keras' `model.fit` only, the trainer's XLA is its `tf_outheads-xla` loops). `--split-cpu N` exposes the CPU as N logical devices before
 TensorFlow starts, so `--strategy mirrored` runs N replicas on one CPU
 (`--devices` defaults to those N then).
 
@@ -95,7 +97,12 @@ from common import (  # benchmarks/ is the script's folder
 )
 
 MODELS = ("lstm", "transformer")
-LOOPS = ("keras", "tf_outheads", "tf_outheads-call")
+LOOPS = ("keras", "tf_outheads", "tf_outheads-call", "tf_outheads-xla", "tf_outheads-spe",
+         "tf_outheads-xla-spe")
+# The trainer's options of each `tf_outheads*` loop that keeps one Trainer.
+TRAINER_LOOPS = {"tf_outheads": {}, "tf_outheads-xla": {"jit_compile": True},
+                 "tf_outheads-spe": {"spe": True},
+                 "tf_outheads-xla-spe": {"jit_compile": True, "spe": True}}
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 STRATEGIES = ("default", "mirrored")
 BASE_HEAD = re.compile(r"softmax|tied|joint(\d+)")
@@ -169,6 +176,8 @@ def parse_args(argv=None):
     model.add_argument("--model", choices=MODELS, default="lstm",
                        help="tf_outheads_zoo.LSTMSeq2Seq or tf_outheads_zoo.TransformerSeq2Seq")
     model.add_argument("--embedding-dim", type=int, default=256, help="LSTM only")
+    model.add_argument("--unidirectional-encoder", action="store_true",
+                       help="LSTM only: a left-to-right encoder (lstm-pappas), not a BiLSTM")
     model.add_argument("--hidden-dim", type=int, default=256, help="LSTM size, or d_model")
     model.add_argument("--num-layers", type=int, default=1,
                        help="LSTM layers, or Transformer encoder and decoder layers each")
@@ -176,8 +185,11 @@ def parse_args(argv=None):
     model.add_argument("--num-heads", type=int, default=4, help="Transformer only")
     model.add_argument("--dropout", type=float, default=0.1)
     model.add_argument("--learning-rate", type=float, default=1e-3)
+    variants.add_argument("--steps-per-execution", type=int, default=10,
+                          help="of the tf_outheads-spe loops")
     model.add_argument("--jit-compile", action="store_true",
-                       help="compile with XLA (used by Keras' model.fit only)")
+                       help="compile with XLA (Keras' model.fit only; for the trainer: "
+                            "the tf_outheads-xla loops)")
     data = parser.add_argument_group("data (synthetic, fixed shape)")
     data.add_argument("--vocab-size", type=int, default=8000,
                       help="target (and source) vocabulary size")
@@ -193,7 +205,7 @@ def parse_args(argv=None):
     add_thread_arguments(timing)
     args = parse_benchmark_args(parser, argv, "training", QUICK, positive=(
         "embedding_dim", "hidden_dim", "num_layers", "ffn_dim", "num_heads", "sampled_joint_dim",
-        "batch_size", "source_length", "target_length", "steps", "repeats",
+        "batch_size", "source_length", "target_length", "steps", "repeats", "steps_per_execution",
         "accumulation_steps", "warmup_steps"))
     if args.vocab_size < 8:
         parser.error("--vocab-size must be >= 8 (4 special ids plus words)")
@@ -285,7 +297,8 @@ def build_model(args, strategy, name):
             model = LSTMSeq2Seq(
                 args.vocab_size, args.vocab_size, embedding_dim=args.embedding_dim,
                 hidden_dim=args.hidden_dim, num_layers=args.num_layers,
-                bidirectional_encoder=True, dropout=args.dropout, head=head)
+                bidirectional_encoder=not args.unidirectional_encoder, dropout=args.dropout,
+                head=head)
         else:
             model = TransformerSeq2Seq(
                 args.vocab_size, args.vocab_size, model_dim=args.hidden_dim,
@@ -361,9 +374,13 @@ class Runner:
         with precision_policy(self.precision):
             self.model = build_model(args, strategy, name)
         self.trainer = None
-        if self.loop == "tf_outheads":
+        if self.loop in TRAINER_LOOPS:
+            options = dict(TRAINER_LOOPS[self.loop])
+            if options.pop("spe", False):
+                options["steps_per_execution"] = args.steps_per_execution
             self.trainer = training.Trainer(self.model,
-                                            accumulation_steps=args.accumulation_steps)
+                                            accumulation_steps=args.accumulation_steps,
+                                            **options)
 
     def run(self, steps):
         """Trains `steps` updates (from a new iterator); returns the loop's last loss
@@ -374,7 +391,7 @@ class Runner:
             if self.loop == "keras":
                 history = self.model.fit(self.dataset, steps_per_epoch=steps * accumulation,
                                          epochs=1, shuffle=False, verbose=0, callbacks=[clock])
-            elif self.loop == "tf_outheads":
+            elif self.loop in TRAINER_LOOPS:
                 history = self.trainer.fit(self.dataset, steps_per_epoch=steps, epochs=1,
                                            verbose=0, callbacks=[clock])
             else:

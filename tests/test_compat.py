@@ -11,6 +11,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tf_outheads import compat
 
@@ -45,6 +46,23 @@ def test_loss_tracker_and_compiled_metrics():
     assert not compat.has_compiled_metrics(model)
     model.compile(optimizer="adam", loss="mse", metrics=["mae"])
     assert compat.has_compiled_metrics(model)
+
+
+def test_in_xla_context_sees_jit_compiled_tracing_only():
+    from tf_outheads.compat import in_xla_context
+
+    seen = []
+
+    def record(x):
+        seen.append(in_xla_context())
+        return x + 1
+
+    tf.function(record, jit_compile=True)(tf.constant(1.0))
+    tf.function(record)(tf.constant(1.0))
+    # A plain tf.function that calls a jit-compiled one: only the inner traces under XLA.
+    tf.function(lambda x: tf.function(record, jit_compile=True)(x) + record(x))(tf.constant(2.0))
+    record(tf.constant(1.0))  # eager
+    assert seen == [True, False, True, False, False]
 
 
 def test_no_other_module_reaches_into_keras_internals():

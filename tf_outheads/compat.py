@@ -26,13 +26,23 @@ ones `setup.cfg` pins (Keras 3.15).
   which fails (`AddN ... must have the same size and shape`) whenever the
   replicas' shares differ in size, e.g. an odd number of sentences on 2
   replicas; the override builds from the first replica's share instead.
+- `in_xla_context()` (a TensorFlow internal): whether the function being traced
+  will be XLA-compiled (`tf.function(jit_compile=True)`, Keras' `jit_compile`,
+  the trainer's `jit_compile`), for the ops that need static sizes there (the
+  sampled softmax's candidate set).
 """
 
 import tensorflow as tf
 from keras.src.backend import set_keras_mask as _set_keras_mask
+from tensorflow.python.ops import control_flow_util as _control_flow_util
 
-__all__ = ["FirstReplicaBuild", "has_compiled_metrics", "loss_tracker", "set_keras_mask",
-           "symbolic_build"]
+__all__ = ["FirstReplicaBuild", "has_compiled_metrics", "in_xla_context", "loss_tracker",
+           "set_keras_mask", "symbolic_build"]
+
+
+def in_xla_context():
+    """Whether the graph being traced (or one it is nested in) is XLA-compiled."""
+    return bool(_control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
 
 
 def set_keras_mask(tensor, mask):

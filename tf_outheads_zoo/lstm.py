@@ -194,30 +194,35 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         constants = {k: v for k, v in state.items() if k not in carry_keys}
         steps = tf.shape(xs)[0]
         outputs = tf.TensorArray(xs.dtype, size=steps, element_shape=state["attentional"].shape)
-        alignments = tf.TensorArray("float32", size=steps if return_alignments else 0,
-                                    element_shape=state["alignment"].shape)
+        # The alignments' TensorArray is a loop variable only when asked for: an
+        # unwritten list in the loop breaks its gradient under XLA ("TensorList
+        # input for ZerosLike op is an uninitialized list").
+        arrays = (outputs,)
+        if return_alignments:
+            arrays += (tf.TensorArray("float32", size=steps,
+                                      element_shape=state["alignment"].shape),)
 
         # A while loop, not keras.ops.scan: the TF backend's scan requires the
         # per-step outputs to have the carry's structure.
-        def body(t, carry, outputs, alignments):
+        def body(t, carry, arrays):
             full = dict(constants)
             full.update(zip(carry_keys, carry))
             noise_t = noise[t] if noise is not None else None
             output, new_state = self._step(xs[t], full, noise_t)
+            written = (arrays[0].write(t, output),)
             if return_alignments:
-                alignments = alignments.write(t, ops.cast(new_state["alignment"], "float32"))
-            return (t + 1, tuple(new_state[k] for k in carry_keys), outputs.write(t, output),
-                    alignments)
+                written += (arrays[1].write(t, ops.cast(new_state["alignment"], "float32")),)
+            return t + 1, tuple(new_state[k] for k in carry_keys), written
 
-        _, _, outputs, alignments = tf.while_loop(
+        _, _, arrays = tf.while_loop(
             lambda t, *_: t < steps,
             body,
-            (tf.constant(0), tuple(state[k] for k in carry_keys), outputs, alignments),
+            (tf.constant(0), tuple(state[k] for k in carry_keys), arrays),
             maximum_iterations=steps,  # lets XLA size the TensorArray
         )
-        outputs = ops.transpose(outputs.stack(), (1, 0, 2))  # (B, T, H)
+        outputs = ops.transpose(arrays[0].stack(), (1, 0, 2))  # (B, T, H)
         if return_alignments:
-            return outputs, ops.transpose(alignments.stack(), (1, 0, 2))  # (B, T, S)
+            return outputs, ops.transpose(arrays[1].stack(), (1, 0, 2))  # (B, T, S)
         return outputs
 
 

@@ -630,8 +630,9 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
 
 def claim_verdict(arm, baseline, claim):
     """Whether a claim held: the arm beat the baseline on test BLEU in the mean, and
-    significantly (p < 0.05 against the baseline's run of the same seed) in most
-    seeds. Against a baseline other than the study's, the means alone are compared."""
+    significantly (p < 0.05 against the baseline's run of the same seed, that seed's
+    run ahead) in most seeds; a "not worse" claim fails when the arm is behind in the
+    mean and significantly behind in most seeds. Against a baseline other than the study's, the means alone are compared."""
     if not arm or not baseline:
         return "**not measured yet**"
     if len(arm["seeds"]) < 3 or len(baseline["seeds"]) < 3:
@@ -640,7 +641,11 @@ def claim_verdict(arm, baseline, claim):
         scope = ""
     delta = statistics.fmean(arm["test"]) - statistics.fmean(baseline["test"])
     if claim.baseline == _claim_study_baseline(claim) and arm["p_test"]:
-        significant = sum(p < ALPHA for p in arm["p_test"])
+        # A seed counts when its paired test is significant in the claim's direction:
+        # ahead of its baseline run for "beats", behind it for "not worse".
+        sign = -1.0 if claim.kind == "not_worse" else 1.0
+        significant = sum(p < ALPHA and sign * d > 0
+                          for p, d in zip(arm["p_test"], arm["deltas"]))
         most = significant * 2 > len(arm["p_test"])
         if claim.kind == "not_worse":
             behind = delta < 0 and most
@@ -652,8 +657,9 @@ def claim_verdict(arm, baseline, claim):
             verdict = "**not reproduced** (ahead in the mean, not significantly)"
         else:
             verdict = "**not reproduced**"
-        return (f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU, p < {ALPHA} in "
-                f"{significant} of {len(arm['p_test'])} seeds")
+        direction = "behind" if claim.kind == "not_worse" else "ahead"
+        return (f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU; significantly {direction} "
+                f"(p < {ALPHA}) in {significant} of {len(arm['p_test'])} seeds")
     verdict = "**holds in the mean**" if delta > 0 else "**not reproduced**"
     return f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU (no paired test against this arm)"
 

@@ -50,7 +50,7 @@ OPTIMIZERS = {"adam": keras.optimizers.Adam, "lazy_adam": LazyAdam}
 RESUMABLE_TRAIN_KEYS = frozenset({
     "max_steps", "max_minutes", "epochs", "steps_per_epoch", "patience",
     "backup_every_n_steps", "keep_backups", "nonfinite", "average_last", "strategy",
-    "num_gpus"})
+    "num_gpus", "jit_compile", "steps_per_execution"})
 PRESET_FILE = "preset.json"
 # Inside a run's `.keras` file: the fingerprints of its tokenizers (`save_model`).
 MODEL_METADATA = "tf_outheads.json"
@@ -629,7 +629,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     log(f"[devices] training on {', '.join(devices)} ({os.cpu_count()} CPU cores)")
     log(f"[train] strategy {type(strategy).__name__} ({strategy.num_replicas_in_sync} "
         f"replica(s)), precision {train_config['precision']}, accumulation "
-        f"{train_config['accumulation_steps']}, backups every "
+        f"{train_config['accumulation_steps']}, XLA {train_config['jit_compile']}, "
+        f"{train_config['steps_per_execution']} step(s) per execution, backups every "
         f"{train_config['backup_every_n_steps']} steps in {backup_dir}")
     log(f"[optimizer] {type(optimizer).__name__} beta_2={optimizer.beta_2} "
         f"epsilon={optimizer.epsilon} clipnorm={optimizer.clipnorm} "
@@ -670,6 +671,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         nonfinite=train_config["nonfinite"],
         verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
         per_worker_data=per_worker_data,
+        jit_compile=train_config["jit_compile"],
+        steps_per_execution=train_config["steps_per_execution"],
     )
     # Training wall clock of every process that trained this run (a backup keeps it).
     train_seconds = next(c for c in callbacks if isinstance(c, TimeLimit)).elapsed()

@@ -69,3 +69,26 @@ def test_bad_variants_are_refused(tmp_path):
             [sys.executable, str(SCRIPT), "--quick", *extra, "--output", str(tmp_path / "x.json")],
             env=ENV, capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and message in result.stderr, (extra, result.stderr)
+
+
+def test_quick_run_of_the_xla_and_multi_step_loops(tmp_path):
+    # The trainer's XLA step and several steps per call, on the full and the
+    # sampled softmax. The tied head starts from the graph step's loss; the
+    # sampled one under XLA takes a candidate set of static size (max(K, B·T)
+    # rows, not K plus the distinct targets), so its loss differs.
+    output = tmp_path / "training.json"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--dropout", "0",
+         "--loops", "tf_outheads,tf_outheads-xla,tf_outheads-xla-spe",
+         "--heads", "tied,sampled5", "--steps-per-execution", "2", "--output", str(output)],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {row["variant"]: row for row in json.loads(output.read_text())["rows"]}
+    for head in ("tied", "sampled5"):
+        graph = rows[f"tf_outheads / {head} / float32"]["warmup"]["loss"]
+        for loop in ("tf_outheads-xla", "tf_outheads-xla-spe"):
+            row = rows[f"{loop} / {head} / float32"]
+            assert row["tokens_per_second"]["median"] > 0, loop
+            assert 0 < row["warmup"]["loss"] < 2 * graph, (loop, head)
+            if head == "tied":
+                assert abs(row["warmup"]["loss"] - graph) < 1e-4 * graph, loop

@@ -33,11 +33,14 @@ BEFORE_SCHEMA = DATA / "presets_before_schema.json"
 # and `data.tokenizer_sample` 500,000, which were the whole training split: the same
 # batches and pieces for a corpus of up to 100,000 pairs (the embedded one has 27,952;
 # tests/data/test_streaming.py checks the shuffle).
-_DATA_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
-              "data.shuffle_buffer": 100_000, "data.tokenizer_sample": 500_000}
+# And the trainer's step options (issue 22): `train.jit_compile` False and
+# `train.steps_per_execution` 1, the graph step one call per step, as before.
+_ADDED_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
+              "data.shuffle_buffer": 100_000, "data.tokenizer_sample": 500_000,
+              "train.jit_compile": False, "train.steps_per_execution": 1}
 ADDED_WITH_OLD_DEFAULTS = {"lstm": {"model.encoder_layers": None, "model.decoder_layers": None,
-                                    "model.source_embedding_dim": None, **_DATA_KEYS},
-                           "transformer": dict(_DATA_KEYS)}
+                                    "model.source_embedding_dim": None, **_ADDED_KEYS},
+                           "transformer": dict(_ADDED_KEYS)}
 
 
 def _before_schema():

@@ -185,13 +185,16 @@ def test_claim_verdicts_for_better_and_not_worse_claims(monkeypatch):
     not_worse = Claim("a matches b", "a", "b", "=", kind="not_worse")
     monkeypatch.setitem(study_module.STUDIES, "t", dataclasses.replace(
         study, claims=(better, not_worse)))
-    base = {"seeds": [1, 2, 3], "test": [20.0, 20.0, 20.0], "p_test": []}
+    base = {"seeds": [1, 2, 3], "test": [20.0, 20.0, 20.0], "p_test": [], "deltas": []}
 
     def arm(test, p_values):
-        return {"seeds": [1, 2, 3], "test": test, "p_test": p_values}
+        return {"seeds": [1, 2, 3], "test": test, "p_test": p_values,
+                "deltas": [t - 20.0 for t in test]}
 
     ahead = arm([21.0, 21.0, 21.0], [0.01, 0.02, 0.3])
     assert study_module.claim_verdict(ahead, base, better).startswith("**holds**")
+    assert "significantly ahead (p < 0.05) in 2 of 3" in study_module.claim_verdict(
+        ahead, base, better)
     barely = arm([20.2, 20.1, 20.3], [0.2, 0.4, 0.3])
     assert "not reproduced** (ahead in the mean, not significantly)" in (
         study_module.claim_verdict(barely, base, better))
@@ -199,7 +202,14 @@ def test_claim_verdicts_for_better_and_not_worse_claims(monkeypatch):
     assert study_module.claim_verdict(behind, base, better).startswith("**not reproduced**:")
     assert "significantly behind" in study_module.claim_verdict(behind, base, not_worse)
     assert study_module.claim_verdict(barely, base, not_worse).startswith("**holds**")
-    few = {"seeds": [1], "test": [21.0], "p_test": [0.01]}
+    # Ahead in the mean, but one seed significantly ahead and one significantly
+    # behind: a significant loss does not count for the claim.
+    mixed = arm([22.5, 18.8, 20.3], [0.001, 0.01, 0.3])
+    verdict = study_module.claim_verdict(mixed, base, better)
+    assert verdict.startswith("**not reproduced** (ahead in the mean, not significantly)")
+    assert "in 1 of 3 seeds" in verdict
+    assert study_module.claim_verdict(mixed, base, not_worse).startswith("**holds**")
+    few = {"seeds": [1], "test": [21.0], "p_test": [0.01], "deltas": [1.0]}
     assert study_module.claim_verdict(few, base, better).startswith("only 1 seed(s)")
     assert study_module.claim_verdict(None, base, better) == "**not measured yet**"
 

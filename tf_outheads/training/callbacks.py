@@ -92,6 +92,13 @@ class BleuCallback(keras.callbacks.Callback):
                                     "signature": score.signature}) + "\n")
         return score
 
+    def next_action_step(self, step):
+        """The next step at which this callback evaluates the model (`every_n_steps`), so
+        that the trainer's multi-step executions end there; `None` without one."""
+        if not self.every_n_steps:
+            return None
+        return (step // self.every_n_steps + 1) * self.every_n_steps
+
     def on_train_batch_end(self, batch, logs=None):
         # The trainer's step counts every step since the run's first start.
         self._step = int((logs or {}).get("step", self._step + 1))
@@ -172,6 +179,12 @@ class StepLimit(keras.callbacks.Callback):
     def budget_text(self):
         """The budget spent so far, for the progress bar: "step 600 of 1500"."""
         return f"step {int(self.model.optimizer.iterations.numpy())} of {self.max_steps}"
+
+    def next_action_step(self, step):
+        """The trainer's step at which the budget is reached (its multi-step executions
+        end there). The budget counts optimizer updates, which a skipped NaN step is not."""
+        left = self.max_steps - int(self.model.optimizer.iterations.numpy())
+        return step + left if left > 0 else None
 
     def on_train_begin(self, logs=None):
         step = int(self.model.optimizer.iterations.numpy())

@@ -35,7 +35,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from tf_outheads.compat import FirstReplicaBuild, has_compiled_metrics, loss_tracker
+from tf_outheads.compat import (FirstReplicaBuild, has_compiled_metrics, in_xla_context,
+                                 loss_tracker)
 from tf_outheads.data.special_tokens import PAD_ID
 
 __all__ = ["HIDDEN_OUTPUT", "HEAD_OUTPUT", "HeadLossMixin", "Objective", "SequenceLoss",
@@ -322,8 +323,9 @@ class HeadLossMixin(FirstReplicaBuild):
     def step_outputs(self, y_pred, training=True):
         """:class:`StepOutputs` of what `call` returned (the structure, or the head's output)."""
         step = self.optimizer.iterations if getattr(self, "optimizer", None) is not None else 0
+        # Static sizes wherever XLA compiles the step (Keras' or the trainer's jit_compile).
         options = dict(step=step, training=training,
-                       static_size=bool(getattr(self, "jit_compile", False)))
+                       static_size=in_xla_context() or bool(getattr(self, "jit_compile", False)))
         if isinstance(y_pred, dict) and HIDDEN_OUTPUT in y_pred:
             return StepOutputs(y_pred[HIDDEN_OUTPUT], self.head, **options)
         return StepOutputs(None, self.head, head_output=y_pred, **options)

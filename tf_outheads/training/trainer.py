@@ -219,10 +219,25 @@ class Trainer:
             worker. Each worker then backs up its own iterator, in
             `backup_dir/iterators/worker-<index>/ckpt-<step>/`, and resumes from
             it. Defaults to `False`.
+        jit_compile: bool. Compile each replica's forward and backward pass
+            with XLA, and, with one replica, the optimizer update too (under
+            several replicas the gradient all-reduce and the update stay out
+            of XLA). Each padded batch shape compiles once. Defaults to `False`.
+        steps_per_execution: int. Optimizer steps per call of the compiled
+            function (one host round trip): fewer host synchronisations, the
+            same training. The host then replays the steps' logs to the
+            callbacks one by one, and an execution never crosses a step where
+            something acts on the model: a backup, an epoch's end, a NaN
+            (with `nonfinite="raise"` the steps after it are not run), or a
+            callback's `next_action_step(step)` (`BleuCallback`'s evaluations,
+            `StepLimit`). Only `TimeLimit` is checked at execution ends, so a
+            time budget may run over by up to `steps_per_execution - 1` steps.
+            Defaults to 1.
     """
 
     def __init__(self, model, accumulation_steps=1, backup_dir=None, backup_every_n_steps=None,
-                 keep_backups=3, nonfinite="raise", per_worker_data=False):
+                 keep_backups=3, nonfinite="raise", per_worker_data=False, jit_compile=False,
+                 steps_per_execution=1):
         if getattr(model, "optimizer", None) is None:
             raise ValueError("Compile the model before training it (e.g. "
                              "tf_outheads.compile_for_translation(model, ...)).")
@@ -236,6 +251,8 @@ class Trainer:
                                      else positive_int("backup_every_n_steps",
                                                        backup_every_n_steps))
         self.nonfinite = nonfinite
+        self.jit_compile = bool(jit_compile)
+        self.steps_per_execution = positive_int("steps_per_execution", steps_per_execution)
         # Per-worker input only means something with several workers.
         self.per_worker_data = bool(per_worker_data) and num_workers(self.strategy) > 1
         self.backups = (None if backup_dir is None else
@@ -304,7 +321,6 @@ class Trainer:
 
     def _apply(self, gradients, window_tokens):
         model = self.model
-        variables = model.trainable_variables
         present = [index for index, gradient in enumerate(gradients) if gradient is not None]
         if self.strategy.num_replicas_in_sync > 1 and present:
             summed = tf.distribute.get_replica_context().all_reduce(
@@ -312,29 +328,50 @@ class Trainer:
             gradients = list(gradients)
             for index, gradient in zip(present, summed):
                 gradients[index] = gradient
+        self._update(gradients, window_tokens)
+
+    def _update(self, gradients, window_tokens):
+        """The optimizer update of the summed gradients (clipping included)."""
         if self.accumulation_steps > 1:
             gradients = [_scale_gradient(g, 1.0 / tf.maximum(window_tokens, 1.0))
                          for g in gradients]
-        model.optimizer.apply(gradients, variables)
+        self.model.optimizer.apply(gradients, self.model.trainable_variables)
+
+    def _replica_functions(self):
+        """`(forward_backward, apply)` as each replica runs them: XLA-compiled with
+        `jit_compile` (the update only with one replica: Keras' optimizer merges
+        across replicas, which XLA cannot hold)."""
+        if not self.jit_compile:
+            return self._forward_backward, self._apply
+        forward_backward = tf.function(self._forward_backward, jit_compile=True,
+                                       reduce_retracing=True)
+        if self.strategy.num_replicas_in_sync > 1:
+            return forward_backward, self._apply
+        return forward_backward, tf.function(self._update, jit_compile=True,
+                                             reduce_retracing=True)
 
     def _make_train_function(self):
+        """`train(iterator, n)`: up to `n` optimizer steps in one call; returns the
+        number run, and each step's loss, target tokens, applied flag and batch
+        fingerprint. With `nonfinite="raise"` it stops after a non-finite step."""
         strategy = self.strategy
         steps = self.accumulation_steps
+        forward_backward, apply_gradients = self._replica_functions()
 
-        def train_function(iterator):
+        def one_step(iterator):
             gradients, loss, window_tokens = None, 0.0, 0.0
             fingerprint = tf.constant(0, tf.int64)
             for _ in range(steps):
                 batch = next(iterator)
                 fingerprint = (fingerprint * 31 + batch_fingerprint(batch)) % 2147483647
                 shards = self._distribute(batch, per_worker=self.per_worker_data)
-                step_gradients, step_loss, tokens = strategy.run(self._forward_backward,
+                step_gradients, step_loss, tokens = strategy.run(forward_backward,
                                                                  args=(shards,))
                 global_loss = strategy.reduce(tf.distribute.ReduceOp.SUM, step_loss, axis=None)
                 global_tokens = strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None)
                 if steps > 1:
                     # Weight each micro-batch by its tokens (divided by the
-                    # window's total in `_apply`): a per-token mean over the window.
+                    # window's total in `_update`): a per-token mean over the window.
                     step_gradients = strategy.run(
                         lambda g, n: [_scale_gradient(x, n) for x in g],
                         args=(step_gradients, global_tokens))
@@ -350,11 +387,35 @@ class Trainer:
             finite = tf.math.is_finite(loss)
 
             def apply():
-                strategy.run(self._apply, args=(gradients, window_tokens))
+                strategy.run(apply_gradients, args=(gradients, window_tokens))
                 return tf.constant(True)
 
             applied = tf.cond(finite, apply, lambda: tf.constant(False))
             return loss, window_tokens, applied, fingerprint
+
+        if self.steps_per_execution == 1:
+            def train_function(iterator, n):
+                del n  # always one step: no loop in the graph
+                return tuple([tf.constant(1)] + [tf.expand_dims(x, 0) for x in one_step(iterator)])
+
+            return tf.function(train_function)
+
+        keep_going_after_nan = self.nonfinite == "skip"
+
+        def train_function(iterator, n):
+            arrays = tuple(tf.TensorArray(dtype, size=n) for dtype in
+                           (tf.float32, tf.float32, tf.bool, tf.int64))
+
+            def body(i, _, arrays):
+                values = one_step(iterator)
+                arrays = tuple(array.write(i, value) for array, value in zip(arrays, values))
+                return i + 1, tf.logical_or(values[2], keep_going_after_nan), arrays
+
+            count, _, arrays = tf.while_loop(
+                lambda i, go, _: tf.logical_and(i < n, go), body,
+                (tf.constant(0), tf.constant(True), arrays),
+                maximum_iterations=n)
+            return (count,) + tuple(array.gather(tf.range(count)) for array in arrays)
 
         return tf.function(train_function)
 
@@ -528,24 +589,33 @@ class Trainer:
                 loss_sum, token_sum = 0.0, 0.0
                 first = start_batch if epoch == start_epoch else 0
                 position = (epoch, first)
-                for batch in range(first, steps_per_epoch):
+                batch = first
+                while batch < steps_per_epoch:
+                    size = self._execution_size(step, steps_per_epoch - batch, callbacks)
                     callback_list.on_train_batch_begin(batch)
-                    loss, tokens, applied, fingerprint = self._train_function(iterator)
-                    loss, tokens = float(loss), float(tokens)
-                    step += 1
-                    if not bool(applied):
-                        self._nonfinite(loss, step, epoch, batch)
-                    else:
-                        loss_sum += loss * tokens
-                        token_sum += tokens
-                    logs = {**self._metric_logs(),
-                            "loss": loss_sum / token_sum if token_sum else float("nan"),
-                            "step_loss": loss, "tokens": tokens, "step": step,
-                            "data_fingerprint": int(fingerprint)}
-                    callback_list.on_train_batch_end(batch, logs)
+                    count, losses, tokens, applied, fingerprints = (
+                        value.numpy() for value in self._train_function(
+                            iterator, tf.constant(size, tf.int32)))
+                    # The steps' logs, one step at a time, as if each had been its own call.
+                    for index in range(int(count)):
+                        if index:
+                            callback_list.on_train_batch_begin(batch)
+                        loss, step_tokens = float(losses[index]), float(tokens[index])
+                        step += 1
+                        if not bool(applied[index]):
+                            self._nonfinite(loss, step, epoch, batch)
+                        else:
+                            loss_sum += loss * step_tokens
+                            token_sum += step_tokens
+                        logs = {**self._metric_logs(),
+                                "loss": loss_sum / token_sum if token_sum else float("nan"),
+                                "step_loss": loss, "tokens": step_tokens, "step": step,
+                                "data_fingerprint": int(fingerprints[index])}
+                        callback_list.on_train_batch_end(batch, logs)
+                        batch += 1
                     self._agree_to_stop()
-                    position = (epoch, batch + 1) if batch + 1 < steps_per_epoch else (epoch + 1, 0)
-                    done = model.stop_training or batch + 1 == steps_per_epoch
+                    position = (epoch, batch) if batch < steps_per_epoch else (epoch + 1, 0)
+                    done = model.stop_training or batch == steps_per_epoch
                     if (self.backup_every_n_steps and step % self.backup_every_n_steps == 0
                             and not done):
                         backup(*position)
@@ -563,6 +633,19 @@ class Trainer:
                     break
             callback_list.on_train_end(logs)
         return model.history
+
+    def _execution_size(self, step, left_in_epoch, callbacks):
+        """Steps of the next execution: at most `steps_per_execution` and what is left of
+        the epoch, ending at the next backup step and every callback's next action."""
+        size = min(self.steps_per_execution, left_in_epoch)
+        if self.backup_every_n_steps:
+            size = min(size, self.backup_every_n_steps - step % self.backup_every_n_steps)
+        for callback in callbacks:
+            method = getattr(callback, "next_action_step", None)
+            target = method(step) if callable(method) else None
+            if target is not None and target > step:
+                size = min(size, target - step)
+        return max(size, 1)
 
     def _metric_logs(self, prefix=""):
         """The model's tracked metrics but the loss (ours is the per-token mean):
@@ -607,7 +690,8 @@ class Trainer:
 
 def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None,
         accumulation_steps=1, backup_dir=None, backup_every_n_steps=None, keep_backups=3,
-        nonfinite="raise", verbose="auto", per_worker_data=False):
+        nonfinite="raise", verbose="auto", per_worker_data=False, jit_compile=False,
+        steps_per_execution=1):
     """Train `model` on `dataset` with its strategy: the same call for every strategy.
 
     Build and compile the model inside `strategy.scope()` (see
@@ -634,8 +718,8 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
             the step's batches).
         accumulation_steps: int. Global batches per update (effective batch
             = `accumulation_steps` × the dataset's batch). Defaults to 1.
-        backup_dir, backup_every_n_steps, keep_backups, nonfinite, per_worker_data:
-            see `Trainer`.
+        backup_dir, backup_every_n_steps, keep_backups, nonfinite, per_worker_data,
+            jit_compile, steps_per_execution: see `Trainer`.
         verbose: 0, 1 (progress bar), 2 or `"auto"`. Defaults to `"auto"`.
 
     Returns:
@@ -655,7 +739,8 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
     """
     trainer = Trainer(model, accumulation_steps=accumulation_steps, backup_dir=backup_dir,
                       backup_every_n_steps=backup_every_n_steps, keep_backups=keep_backups,
-                      nonfinite=nonfinite, per_worker_data=per_worker_data)
+                      nonfinite=nonfinite, per_worker_data=per_worker_data,
+                      jit_compile=jit_compile, steps_per_execution=steps_per_execution)
     return trainer.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
                        validation_data=validation_data, callbacks=callbacks, verbose=verbose)
 

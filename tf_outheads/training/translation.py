@@ -30,9 +30,10 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     own `default_loss()` / `default_weight` (ReWE: `ReWELoss("cosine")`, λ = 20
     of Eq. 7). The weights are Keras' `loss_weights`; the head's loss has weight 1.
 
-    `jit_compile` defaults to `False`: on CPU, XLA ran this library's LSTM
-    model about 3× slower than graph mode (benchmarks/throughput.py); on a GPU
-    try `True`.
+    `jit_compile` (Keras' `model.fit` only; `tf_outheads.training.fit` takes
+    its own) defaults to `False`: on 2 CPU cores XLA gave this library's LSTM
+    0.99–1.01× the graph step's speed through `model.fit` and 0.80× through
+    the trainer (benchmarks/README.md); on a GPU, measure (benchmarks/gpu.sh).
 
     Raises:
         ValueError: `loss` with `label_smoothing`, or an auxiliary loss or
