@@ -150,9 +150,10 @@ class TimeLimit(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def budget_text(self):
-        """The time spent so far, for the progress bar: "4.2 of 10 min" (or "4.2 min")."""
+        """The budget spent so far, for the progress bar: "4.2 of 10 min"; `None`
+        without a budget (the clock alone shows nothing)."""
         if self.minutes is None:
-            return f"{self.elapsed() / 60:.1f} min"
+            return None
         return f"{self.elapsed() / 60:.1f} of {self.minutes:g} min"
 
     def on_train_begin(self, logs=None):

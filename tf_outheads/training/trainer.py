@@ -187,8 +187,8 @@ class _ProgbarLogger(keras.callbacks.ProgbarLogger):
         self._reset_progbar()
         self._maybe_init_progbar()
         if self.verbose:
-            print(" · ".join([f"Epoch {epoch + 1}"] + [b.budget_text() for b in self.budgets]),
-                  flush=True)
+            texts = [b.budget_text() for b in self.budgets]
+            print(" · ".join([f"Epoch {epoch + 1}"] + [t for t in texts if t]), flush=True)
 
     def on_train_batch_end(self, batch, logs=None):
         super().on_train_batch_end(
