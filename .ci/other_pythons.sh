@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CI, after README's test command (Python 3.11): a smoke subset of the tests on the
 # other Pythons that setup.cfg admits (python_requires >=3.11,<3.14), each in its own
-# git-ignored venv, .venv-3.12 and .venv-3.13. A missing interpreter is reported on one
+# git-ignored venv (.venv-3.13; .venv-3.12 when asked). CI checks the two ends of the
+# range: 3.11 (the main suite) and 3.13 (this smoke set); 3.12 left the default list
+# when the whole CI run reached 30 minutes (2026-11-25; it passed 672 smoke tests then).
+# Check it with CI_OTHER_PYTHONS="3.12 3.13" bash .ci/other_pythons.sh. A missing interpreter is reported on one
 # line and skipped; a failed install, import, `tf-outheads --help` or test fails CI.
 #
 # Every line of a smoke run is prefixed with "[python 3.X]" so that its pytest summary
@@ -9,13 +12,13 @@
 #   CI [python 3.X]: <pytest summary> (exit N)
 # after the line "CI: other Pythons, per version:", that .ci/run gathers into its summary.
 #
-# Knobs (environment): CI_OTHER_PYTHONS="3.12 3.13", CI_SMOKE_TESTS (space-separated
+# Knobs (environment): CI_OTHER_PYTHONS (default "3.13"), CI_SMOKE_TESTS (space-separated
 # pytest arguments, default below).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
-versions=(${CI_OTHER_PYTHONS:-3.12 3.13})
+versions=(${CI_OTHER_PYTHONS:-3.13})
 # Fast, CPU-only, and touching every dependency: TF / TF-Text / Keras (layers, losses,
 # ops, metrics), sentencepiece (tokenizer), eflomal (word_pairs, the one dependency
 # built from source), gensim (word_vectors), keras-hub and mpmath (beam, ops). ~3 min.
