@@ -5,7 +5,7 @@
 # range: 3.11 (the main suite) and 3.13 (this smoke set); 3.12 left the default list
 # when the whole CI run reached 30 minutes (2026-11-25; it passed 672 smoke tests then).
 # Check it with CI_OTHER_PYTHONS="3.12 3.13" bash .ci/other_pythons.sh. A missing interpreter is reported on one
-# line and skipped; a failed install, import, `tf-outheads --help` or test fails CI.
+# line and skipped, as is a version whose venv would not fit on the disk; a failed install, import, `tf-outheads --help` or test fails CI.
 #
 # Every line of a smoke run is prefixed with "[python 3.X]" so that its pytest summary
 # cannot be taken for the main suite's; the script ends with one line per version,
@@ -13,12 +13,14 @@
 # after the line "CI: other Pythons, per version:", that .ci/run gathers into its summary.
 #
 # Knobs (environment): CI_OTHER_PYTHONS (default "3.13"), CI_SMOKE_TESTS (space-separated
-# pytest arguments, default below).
+# pytest arguments, default below), CI_MIN_FREE_MB (default 4096: the disk a new venv
+# needs; with less free the version is skipped on one line, see below).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 versions=(${CI_OTHER_PYTHONS:-3.13})
+CI_MIN_FREE_MB=${CI_MIN_FREE_MB:-4096}
 # Fast, CPU-only, and touching every dependency: TF / TF-Text / Keras (layers, losses,
 # ops, metrics), sentencepiece (tokenizer), eflomal (word_pairs, the one dependency
 # built from source), gensim (word_vectors), keras-hub and mpmath (beam, ops). ~3 min.
@@ -68,9 +70,23 @@ for v in "${versions[@]}"; do
   venv=".venv-$v"
   start=$SECONDS
   echo "CI $tag: $("$py" -VV | head -n 1) at $py -> $venv"
+  # A venv with TensorFlow takes ~2.7 GB, and pip unpacks the wheels beside it. With too
+  # little disk left (what the main suite's venv and the tests leave), the set is skipped
+  # on one line that says so, like a missing interpreter; an install that still fails is
+  # a failure. (2026-11-25: a CI run died in pip with "No space left on device".)
+  if [ ! -x "$venv/bin/python" ]; then
+    free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+    echo "CI $tag: $((free_kb / 1024)) MiB free on $(df -P . | awk 'NR == 2 {print $6}') before the install"
+    if [ "$free_kb" -lt $((CI_MIN_FREE_MB * 1024)) ]; then
+      echo "CI $tag: SKIPPED, $((free_kb / 1024)) MiB of disk free; a venv needs ${CI_MIN_FREE_MB} MiB (CI_MIN_FREE_MB)"
+      result[$v]="skipped: $((free_kb / 1024)) MiB of disk free, ${CI_MIN_FREE_MB} MiB needed"
+      continue
+    fi
+  fi
   if ! { "$py" -m venv "$venv" &&
-         "$venv/bin/python" -m pip install -q -e ".[test]"; }; then
+         "$venv/bin/python" -m pip install -q --no-cache-dir -e ".[test]"; }; then
     echo "CI $tag: FAILED: venv or pip install -e \".[test]\""
+    df -h . | sed "s/^/$tag /"
     result[$v]="FAILED: install"; status=1; continue
   fi
   echo "CI $tag: installed in $((SECONDS - start)) s"
