@@ -178,6 +178,12 @@ def parse_args(argv=None):
     model.add_argument("--embedding-dim", type=int, default=256, help="LSTM only")
     model.add_argument("--unidirectional-encoder", action="store_true",
                        help="LSTM only: a left-to-right encoder (lstm-pappas), not a BiLSTM")
+    model.add_argument("--autodiff-encoder", action="store_true",
+                       help="LSTM only: Keras' LSTM layers in the encoder (encoder.fused = "
+                            "False), not tf_outheads.ops.masked_lstm")
+    model.add_argument("--autodiff-decoder", action="store_true",
+                       help="LSTM only: the decoder loop differentiated by autodiff "
+                            "(decoder.fused = False), not tf_outheads.ops.attentional_lstm")
     model.add_argument("--hidden-dim", type=int, default=256, help="LSTM size, or d_model")
     model.add_argument("--num-layers", type=int, default=1,
                        help="LSTM layers, or Transformer encoder and decoder layers each")
@@ -299,6 +305,8 @@ def build_model(args, strategy, name):
                 hidden_dim=args.hidden_dim, num_layers=args.num_layers,
                 bidirectional_encoder=not args.unidirectional_encoder, dropout=args.dropout,
                 head=head)
+            model.encoder.fused = not args.autodiff_encoder
+            model.decoder.fused = not args.autodiff_decoder
         else:
             model = TransformerSeq2Seq(
                 args.vocab_size, args.vocab_size, model_dim=args.hidden_dim,

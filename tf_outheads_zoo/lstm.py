@@ -20,7 +20,8 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
-from tf_outheads.layers.attention import LuongAttention
+from tf_outheads.layers.attention import MASKED_LOGIT, LuongAttention
+from tf_outheads.ops.recurrent import attentional_lstm, masked_lstm
 from tf_outheads.models.seq2seq import Seq2SeqModel
 
 
@@ -64,6 +65,9 @@ class LSTMEncoder(keras.layers.Layer):
                 )
             self.rnn_layers.append(lstm)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        # `call` through tf_outheads.ops.masked_lstm (both directions in one loop, a
+        # hand-written gradient); False: Keras' LSTM layers (cuDNN on a GPU).
+        self.fused = True
 
     def build(self, input_dim):
         for index, layer in enumerate(self.rnn_layers):
@@ -71,6 +75,8 @@ class LSTMEncoder(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, mask, training=False):
+        if self.fused:
+            return self._fused_call(inputs, mask, training)
         outputs = inputs
         final_hidden, final_cell = [], []
         for index, layer in enumerate(self.rnn_layers):
@@ -88,12 +94,49 @@ class LSTMEncoder(keras.layers.Layer):
         # (B, S, H), (B, L, H), (B, L, H)
         return outputs, ops.stack(final_hidden, axis=1), ops.stack(final_cell, axis=1)
 
+    def _fused_call(self, inputs, mask, training):
+        """`call` by `tf_outheads.ops.masked_lstm`: both directions of a layer in one
+        loop with a hand-written gradient, on the Keras layers' weights. Padding
+        outputs are zeros (Keras' unidirectional LSTM repeats the last output there;
+        the attention never reads them)."""
+        dtype = inputs.dtype
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+        time_mask = ops.transpose(tf.sequence_mask(lengths, ops.shape(inputs)[1]))  # (S, B)
+        outputs = inputs
+        final_hidden, final_cell = [], []
+        for index, layer in enumerate(self.rnn_layers):
+            if index > 0:
+                outputs = self.dropout_layer(outputs, training=training)
+            xs = ops.transpose(outputs, (1, 0, 2))  # (S, B, in)
+            if self.bidirectional:
+                cells = [layer.forward_layer.cell, layer.backward_layer.cell]
+                xs = [xs, tf.reverse_sequence(xs, lengths, seq_axis=0, batch_axis=1)]
+            else:
+                cells, xs = [layer.cell], [xs]
+            xw = [ops.matmul(x, ops.cast(lstm_cell.kernel, dtype)) + ops.cast(lstm_cell.bias, dtype)
+                  for x, lstm_cell in zip(xs, cells)]
+            directions, hidden, cell = masked_lstm(
+                xw, time_mask, [ops.cast(lstm_cell.recurrent_kernel, dtype) for lstm_cell in cells])
+            if self.bidirectional:
+                directions[1] = tf.reverse_sequence(directions[1], lengths, seq_axis=0,
+                                                    batch_axis=1)
+            outputs = ops.transpose(ops.concatenate(directions, axis=-1), (1, 0, 2))
+            final_hidden.append(ops.concatenate(hidden, axis=-1))
+            final_cell.append(ops.concatenate(cell, axis=-1))
+        return outputs, ops.stack(final_hidden, axis=1), ops.stack(final_cell, axis=1)
+
 
 class AttentionalLSTMDecoder(keras.layers.Layer):
     """Stacked LSTM decoder with global attention and input feeding.
 
-    `call` (teacher forcing) and `step` (incremental decoding) run the same
-    `_step` function with the same weights; `call` is one `ops.scan` over time.
+    `step` (incremental decoding) runs `_step` once. `call` (teacher forcing) runs
+    the same math over the whole sequence: by default through
+    `tf_outheads.ops.attentional_lstm`, one loop with a hand-written gradient
+    (a CPU training step of `lstm-cpu`'s shape 1.1× faster at 64 × 30 tokens, 1.4×
+    at 16 × 120; benchmarks/README.md, "fused recurrences");
+    with `fused = False` (an attribute, for checks) or `return_alignments`, as a
+    `tf.while_loop` of `_step` that autodiff differentiates. Both give the same
+    values and gradients (tests/ops/test_recurrent.py).
     """
 
     def __init__(self, embedding, num_layers, hidden_dim, attention_score="general",
@@ -124,6 +167,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
             name="attention",
         )
         self.seed_generator = keras.random.SeedGenerator(seed=None)
+        self.fused = True
 
     def build(self, memory_dim):
         input_dim = self.embedding.output_dim + (self.hidden_dim if self.input_feeding else 0)
@@ -189,6 +233,8 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
             keep = keras.random.uniform(shape, seed=self.seed_generator) >= self.dropout
             noise = ops.cast(keep, embedded.dtype) / (1.0 - self.dropout)
             noise = ops.transpose(noise, (2, 0, 1, 3))  # (T, L, B, H)
+        if self.fused and not return_alignments:
+            return self._fused_call(embedded, state, noise)
         xs = ops.transpose(embedded, (1, 0, 2))  # (T, B, E)
         carry_keys = ("hidden", "cell", "attentional")
         constants = {k: v for k, v in state.items() if k not in carry_keys}
@@ -224,6 +270,42 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         if return_alignments:
             return outputs, ops.transpose(arrays[1].stack(), (1, 0, 2))  # (B, T, S)
         return outputs
+
+    def _fused_call(self, embedded, state, noise):
+        """`call` by `tf_outheads.ops.attentional_lstm`: the same math, its
+        gradient hand-written (one backward loop, weight gradients after it)."""
+        dtype = embedded.dtype
+        embedding_dim = self.embedding.output_dim
+        first = self.cells[0]
+        kernel = ops.cast(first.kernel, dtype)
+        recurrent = ops.cast(first.recurrent_kernel, dtype)
+        xw0 = ops.matmul(ops.transpose(embedded, (1, 0, 2)), kernel[:embedding_dim])
+        xw0 = xw0 + ops.cast(first.bias, dtype)  # (T, B, 4H)
+        if self.input_feeding:
+            kernels = [ops.concatenate([kernel[embedding_dim:], recurrent], axis=0)]
+        else:
+            kernels = [recurrent]
+        biases = []
+        for lstm_cell in self.cells[1:]:
+            kernels.append(ops.concatenate([ops.cast(lstm_cell.kernel, dtype),
+                                            ops.cast(lstm_cell.recurrent_kernel, dtype)], axis=0))
+            biases.append(ops.cast(lstm_cell.bias, dtype))
+        mask_bias = (1.0 - ops.cast(state["memory_mask"], "float32")) * MASKED_LOGIT
+        outputs = attentional_lstm(
+            xw0,
+            ops.transpose(state["hidden"], (1, 0, 2)),
+            ops.transpose(state["cell"], (1, 0, 2)),
+            state["attentional"],
+            state["memory"],
+            state["keys"],
+            mask_bias,
+            kernels,
+            biases,
+            ops.cast(self.attention.output_kernel, dtype),
+            noise=noise,
+            input_feeding=self.input_feeding,
+        )
+        return ops.transpose(outputs, (1, 0, 2))  # (B, T, H)
 
 
 @export

@@ -1,15 +1,18 @@
 """Pure tensor math shared by layers and losses (no Keras state).
 
-The Bessel / von Mises–Fisher functions are exported here; the candidate
-sampling of sampled softmax is used as a module, `tf_outheads.ops.sampling`.
+The Bessel / von Mises–Fisher functions and the fused attentional LSTM decoder
+(`attentional_lstm`) are exported here; the candidate sampling of sampled softmax
+is used as a module, `tf_outheads.ops.sampling`.
 """
 
 from tf_outheads.ops.bessel import bessel_iv_ratio
 from tf_outheads.ops.bessel import log_bessel_iv
 from tf_outheads.ops.bessel import log_vmf_normalizer
 from tf_outheads.ops.bessel import log_vmf_normalizer_lower_bound
+from tf_outheads.ops.recurrent import attentional_lstm
 
 __all__ = [
+    "attentional_lstm",
     "bessel_iv_ratio",
     "log_bessel_iv",
     "log_vmf_normalizer",
