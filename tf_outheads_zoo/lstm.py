@@ -66,8 +66,9 @@ class LSTMEncoder(keras.layers.Layer):
             self.rnn_layers.append(lstm)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         # `call` through tf_outheads.ops.masked_lstm (both directions in one loop, a
-        # hand-written gradient); False: Keras' LSTM layers (cuDNN on a GPU).
-        self.fused = True
+        # hand-written gradient) on CPUs; where a GPU is visible, Keras' LSTM layers,
+        # which run cuDNN's kernel there (right-padded masks).
+        self.fused = not tf.config.list_logical_devices("GPU")
 
     def build(self, input_dim):
         for index, layer in enumerate(self.rnn_layers):
@@ -96,7 +97,8 @@ class LSTMEncoder(keras.layers.Layer):
 
     def _fused_call(self, inputs, mask, training):
         """`call` by `tf_outheads.ops.masked_lstm`: both directions of a layer in one
-        loop with a hand-written gradient, on the Keras layers' weights. Padding
+        loop with a hand-written gradient (forward-only out of training), on the
+        Keras layers' weights. Padding
         outputs are zeros (Keras' unidirectional LSTM repeats the last output there;
         the attention never reads them)."""
         dtype = inputs.dtype
@@ -116,7 +118,8 @@ class LSTMEncoder(keras.layers.Layer):
             xw = [ops.matmul(x, ops.cast(lstm_cell.kernel, dtype)) + ops.cast(lstm_cell.bias, dtype)
                   for x, lstm_cell in zip(xs, cells)]
             directions, hidden, cell = masked_lstm(
-                xw, time_mask, [ops.cast(lstm_cell.recurrent_kernel, dtype) for lstm_cell in cells])
+                xw, time_mask, [ops.cast(lstm_cell.recurrent_kernel, dtype) for lstm_cell in cells],
+                differentiable=bool(training))
             if self.bidirectional:
                 directions[1] = tf.reverse_sequence(directions[1], lengths, seq_axis=0,
                                                     batch_axis=1)
@@ -234,7 +237,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
             noise = ops.cast(keep, embedded.dtype) / (1.0 - self.dropout)
             noise = ops.transpose(noise, (2, 0, 1, 3))  # (T, L, B, H)
         if self.fused and not return_alignments:
-            return self._fused_call(embedded, state, noise)
+            return self._fused_call(embedded, state, noise, training)
         xs = ops.transpose(embedded, (1, 0, 2))  # (T, B, E)
         carry_keys = ("hidden", "cell", "attentional")
         constants = {k: v for k, v in state.items() if k not in carry_keys}
@@ -271,9 +274,11 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
             return outputs, ops.transpose(arrays[1].stack(), (1, 0, 2))  # (B, T, S)
         return outputs
 
-    def _fused_call(self, embedded, state, noise):
+    def _fused_call(self, embedded, state, noise, training):
         """`call` by `tf_outheads.ops.attentional_lstm`: the same math, its
-        gradient hand-written (one backward loop, weight gradients after it)."""
+        gradient hand-written (one backward loop, weight gradients after it). Out
+        of training the loop runs forward-only (nothing saved for a backward pass;
+        a SavedModel can hold it)."""
         dtype = embedded.dtype
         embedding_dim = self.embedding.output_dim
         first = self.cells[0]
@@ -304,6 +309,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
             ops.cast(self.attention.output_kernel, dtype),
             noise=noise,
             input_feeding=self.input_feeding,
+            differentiable=bool(training),
         )
         return ops.transpose(outputs, (1, 0, 2))  # (B, T, H)
 

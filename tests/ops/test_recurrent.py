@@ -41,7 +41,7 @@ def outputs_and_gradients(model, source, target_in, weights, fused, jit_compile=
     @tf.function(jit_compile=jit_compile)
     def run():
         with tf.GradientTape() as tape:
-            h = model.teacher_forced(source, target_in, training=model.dropout > 0)
+            h = model.teacher_forced(source, target_in, training=True)
             loss = tf.reduce_sum(tf.cast(h, "float32") * weights)
         return h, tape.gradient(loss, model.trainable_variables)
 
@@ -166,6 +166,33 @@ def test_fed_state_is_the_dropped_output():
     np.testing.assert_allclose(changed[1:], out[1:])
 
 
+@pytest.mark.parametrize("num_layers,input_feeding", [(1, True), (2, False)])
+def test_forward_only_loop_gives_the_same_outputs(num_layers, input_feeding):
+    inputs = random_inputs(num_layers, input_feeding, seed=2)
+    np.testing.assert_allclose(attentional_lstm(**inputs, differentiable=False),
+                               attentional_lstm(**inputs), atol=1e-7)
+    xw, mask, kernels = masked_inputs(2)
+    for forward_only, full in zip(masked_lstm(xw, mask, kernels, differentiable=False),
+                                  masked_lstm(xw, mask, kernels)):
+        for a, b in zip(forward_only, full):
+            np.testing.assert_allclose(a, b, atol=1e-7)
+
+
+def test_forward_only_loops_can_be_saved_in_a_saved_model(tmp_path):
+    """tf.saved_model.save cannot serialise the custom gradients (they capture their
+    forward's TensorArrays); the zoo model runs the forward-only loops out of training."""
+    model, source, target_in, _ = make(2)
+    module = tf.Module()
+    module.model = model
+    module.run = tf.function(
+        lambda s, t: model.teacher_forced(s, t, training=False),
+        input_signature=[tf.TensorSpec((None, None), tf.int32)] * 2)
+    expected = module.run(source, target_in)
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    restored = tf.saved_model.load(str(tmp_path / "saved"))
+    np.testing.assert_allclose(restored.run(source, target_in), expected, atol=1e-6)
+
+
 def test_bias_count_is_checked():
     inputs = random_inputs(2, True)
     with pytest.raises(ValueError, match="2 kernels need 1 biases"):
@@ -182,7 +209,7 @@ def encoder_outputs_and_gradients(model, source, fused):
     @tf.function
     def run():
         with tf.GradientTape() as tape:
-            state = model.encode(source, training=model.dropout > 0)
+            state = model.encode(source, training=True)
             memory = state["memory"] * tf.cast(mask, "float32")[:, :, None]
             loss = (tf.reduce_sum(tf.sin(memory)) + tf.reduce_sum(tf.sin(2.0 * state["hidden"]))
                     + tf.reduce_sum(tf.cos(state["cell"])))
@@ -223,14 +250,18 @@ def test_fused_encoder_matches_the_keras_layers(bidirectional, num_layers, dropo
     assert checked == 1 + 3 * num_layers * (2 if bidirectional else 1)
 
 
-@pytest.mark.parametrize("directions", [1, 2])
-def test_masked_lstm_gradient_matches_finite_differences(directions):
+def masked_inputs(directions, units=4):
     rng = np.random.default_rng(directions)
-    units = 4
     lengths = np.array([T, 2, 4, 1])
     mask = tf.constant((np.arange(T)[:, None] < lengths[None, :]).astype("float64"))
     xw = [tf.constant(rng.normal(size=(T, B, 4 * units))) for _ in range(directions)]
     kernels = [tf.constant(0.5 * rng.normal(size=(units, 4 * units))) for _ in range(directions)]
+    return xw, mask, kernels
+
+
+@pytest.mark.parametrize("directions", [1, 2])
+def test_masked_lstm_gradient_matches_finite_differences(directions):
+    xw, mask, kernels = masked_inputs(directions)
 
     @tf.function
     def f(*args):

@@ -34,7 +34,8 @@ import tensorflow as tf
 
 
 def attentional_lstm(xw0, hidden, cell, attentional, memory, keys, mask_bias,
-                     kernels, biases, output_kernel, noise=None, input_feeding=True):
+                     kernels, biases, output_kernel, noise=None, input_feeding=True,
+                     differentiable=True):
     """Teacher-forced attentional LSTM decoder over a whole sequence.
 
     Args:
@@ -55,6 +56,11 @@ def attentional_lstm(xw0, hidden, cell, attentional, memory, keys, mask_bias,
         noise: `(T, L, B, H)` dropout masks (already scaled) or `None`: index
             l − 1 multiplies the input of layer l, index L − 1 multiplies h̃.
         input_feeding: bool.
+        differentiable: bool. False runs the forward loop alone: nothing saved for a
+            backward pass, no custom gradient (autodiff of the plain loop still
+            works, slowly). For inference, and for graphs that
+            `tf.saved_model.save` serialises: it cannot save a custom gradient
+            that captures its forward's TensorArrays. Defaults to True.
 
     Returns:
         `(T, B, H)`: h̃_t of every step (dropped where `noise` is given).
@@ -68,7 +74,8 @@ def attentional_lstm(xw0, hidden, cell, attentional, memory, keys, mask_bias,
     has_noise = noise is not None
     if has_noise:
         flat.append(noise)
-    return _attentional_lstm(num_layers, bool(input_feeding), has_noise)(*flat)
+    return _attentional_lstm(num_layers, bool(input_feeding), has_noise,
+                             bool(differentiable))(*flat)
 
 
 def _cell(z, c_prev):
@@ -96,11 +103,10 @@ def _cell_gradient(d_h, d_c, gates, c_prev, tanh_c):
     return d_z, d_c * f
 
 
-def _attentional_lstm(num_layers, input_feeding, has_noise):
-    """The custom-gradient function for one configuration (a closure, so that
-    every argument of the decorated function is a tensor)."""
+def _attentional_lstm(num_layers, input_feeding, has_noise, differentiable):
+    """The function for one configuration (a closure, so that every argument of the
+    custom-gradient function is a tensor); forward-only unless `differentiable`."""
 
-    @tf.custom_gradient
     def run(*flat):
         xw0, hidden, cell, attentional, memory, keys, mask_bias, output_kernel = flat[:8]
         kernels = list(flat[8:8 + num_layers])
@@ -121,11 +127,13 @@ def _attentional_lstm(num_layers, input_feeding, has_noise):
 
         xw_in = array().unstack(xw0)
         noise_in = array().unstack(noise) if has_noise else None
-        # Saved per step for the backward loop.
-        saved_names = ["output", "alpha", "context_hidden", "tanh_pre"]
-        for layer in range(num_layers):
-            saved_names += [f"input{layer}", f"gates{layer}", f"cell_prev{layer}",
-                            f"tanh_cell{layer}"]
+        # Saved per step for the backward loop (only the outputs when forward-only).
+        saved_names = ["output"]
+        if differentiable:
+            saved_names += ["alpha", "context_hidden", "tanh_pre"]
+            for layer in range(num_layers):
+                saved_names += [f"input{layer}", f"gates{layer}", f"cell_prev{layer}",
+                                f"tanh_cell{layer}"]
 
         def forward_body(t, h, c, fed, arrays):
             arrays = dict(zip(saved_names, arrays))
@@ -141,10 +149,10 @@ def _attentional_lstm(num_layers, input_feeding, has_noise):
                     inputs = tf.concat([x, h[layer]], -1)
                     z = tf.matmul(inputs, kernels[layer]) + biases[layer - 1]
                 gates, c_t, tanh_c, h_t = _cell(z, c[layer])
-                arrays[f"input{layer}"] = arrays[f"input{layer}"].write(t, inputs)
-                arrays[f"gates{layer}"] = arrays[f"gates{layer}"].write(t, gates)
-                arrays[f"cell_prev{layer}"] = arrays[f"cell_prev{layer}"].write(t, c[layer])
-                arrays[f"tanh_cell{layer}"] = arrays[f"tanh_cell{layer}"].write(t, tanh_c)
+                _save(arrays, f"input{layer}", t, inputs)
+                _save(arrays, f"gates{layer}", t, gates)
+                _save(arrays, f"cell_prev{layer}", t, c[layer])
+                _save(arrays, f"tanh_cell{layer}", t, tanh_c)
                 new_h.append(h_t)
                 new_c.append(c_t)
                 below = h_t
@@ -154,10 +162,10 @@ def _attentional_lstm(num_layers, input_feeding, has_noise):
             context_hidden = tf.concat([context, below], -1)
             tanh_pre = tf.tanh(tf.matmul(context_hidden, output_kernel))
             output = tanh_pre * noise_t[num_layers - 1] if has_noise else tanh_pre
-            arrays["output"] = arrays["output"].write(t, output)
-            arrays["alpha"] = arrays["alpha"].write(t, alpha)
-            arrays["context_hidden"] = arrays["context_hidden"].write(t, context_hidden)
-            arrays["tanh_pre"] = arrays["tanh_pre"].write(t, tanh_pre)
+            _save(arrays, "output", t, output)
+            _save(arrays, "alpha", t, alpha)
+            _save(arrays, "context_hidden", t, context_hidden)
+            _save(arrays, "tanh_pre", t, tanh_pre)
             return (t + 1, tuple(new_h), tuple(new_c), output,
                     tuple(arrays[name] for name in saved_names))
 
@@ -172,6 +180,8 @@ def _attentional_lstm(num_layers, input_feeding, has_noise):
         )
         arrays = dict(zip(saved_names, arrays))
         outputs = arrays["output"].stack()
+        if not differentiable:
+            return outputs
 
         def grad(upstream):
             upstream_in = array().unstack(tf.convert_to_tensor(upstream, dtype))
@@ -253,13 +263,16 @@ def _attentional_lstm(num_layers, input_feeding, has_noise):
 
         return outputs, grad
 
-    return run
+    return tf.custom_gradient(run) if differentiable else run
 
 
+def _save(arrays, name, t, value):
+    """Writes step t's value into the TensorArray `arrays[name]`, if it is kept."""
+    if name in arrays:
+        arrays[name] = arrays[name].write(t, value)
 
 
-
-def masked_lstm(xw, mask, recurrent_kernels):
+def masked_lstm(xw, mask, recurrent_kernels, differentiable=True):
     """LSTM layers of one or more directions over a padded sequence, in one loop.
 
     The encoder's recurrence (Hochreiter & Schmidhuber 1997, with Keras' gate order
@@ -277,6 +290,8 @@ def masked_lstm(xw, mask, recurrent_kernels):
         mask: `(T, B)`, 1 on tokens, 0 on padding, the tokens first in every
             direction's order (right padding, reversed per sentence).
         recurrent_kernels: D tensors `(H, 4H)`.
+        differentiable: bool. False: the forward loop alone, as in
+            `attentional_lstm`. Defaults to True.
 
     Returns:
         `(outputs, hidden, cell)`: D tensors `(T, B, H)` (zeros on padding), and the
@@ -286,14 +301,13 @@ def masked_lstm(xw, mask, recurrent_kernels):
     if len(recurrent_kernels) != directions:
         raise ValueError(f"{directions} inputs need {directions} recurrent kernels, "
                          f"received {len(recurrent_kernels)}")
-    outputs = _masked_lstm(directions)(*xw, mask, *recurrent_kernels)
+    outputs = _masked_lstm(directions, bool(differentiable))(*xw, mask, *recurrent_kernels)
     return (list(outputs[:directions]), list(outputs[directions:2 * directions]),
             list(outputs[2 * directions:]))
 
 
-def _masked_lstm(directions):
+def _masked_lstm(directions, differentiable):
 
-    @tf.custom_gradient
     def run(*flat):
         xw = list(flat[:directions])
         mask = flat[directions]
@@ -308,7 +322,8 @@ def _masked_lstm(directions):
 
         mask_in = array().unstack(tf.cast(mask, dtype)[:, :, None])
         xw_in = [array().unstack(x) for x in xw]
-        names = ("output", "gates", "cell_prev", "tanh_cell", "hidden_prev")
+        names = (("output", "gates", "cell_prev", "tanh_cell", "hidden_prev")
+                 if differentiable else ("output",))
 
         def forward_body(t, h, c, arrays):
             m = mask_in.read(t)
@@ -318,11 +333,11 @@ def _masked_lstm(directions):
                 gates, c_t, tanh_c, h_t = _cell(xw_in[d].read(t) + tf.matmul(h[d], kernels[d]),
                                                 c[d])
                 output = m * h_t
-                saved["output"] = saved["output"].write(t, output)
-                saved["gates"] = saved["gates"].write(t, gates)
-                saved["cell_prev"] = saved["cell_prev"].write(t, c[d])
-                saved["tanh_cell"] = saved["tanh_cell"].write(t, tanh_c)
-                saved["hidden_prev"] = saved["hidden_prev"].write(t, h[d])
+                _save(saved, "output", t, output)
+                _save(saved, "gates", t, gates)
+                _save(saved, "cell_prev", t, c[d])
+                _save(saved, "tanh_cell", t, tanh_c)
+                _save(saved, "hidden_prev", t, h[d])
                 new_h.append(output + (1.0 - m) * h[d])
                 new_c.append(m * c_t + (1.0 - m) * c[d])
                 new_arrays.append(tuple(saved[name] for name in names))
@@ -338,6 +353,8 @@ def _masked_lstm(directions):
         )
         arrays = [dict(zip(names, a)) for a in arrays]
         outputs = [a["output"].stack() for a in arrays]
+        if not differentiable:
+            return (*outputs, *hidden, *cell)
 
         def grad(*upstream):
             # An output the loss does not use may get `None`.
@@ -379,7 +396,7 @@ def _masked_lstm(directions):
 
         return (*outputs, *hidden, *cell), grad
 
-    return run
+    return tf.custom_gradient(run) if differentiable else run
 
 
 __all__ = ["attentional_lstm", "masked_lstm"]
