@@ -313,3 +313,66 @@ def test_max_length_from_source():
 def test_invalid_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         greedy_search(table_step_fn([[EOS_ID]]), initial_state(1), 1, **kwargs)
+
+
+# -- compact=True: finished sentences leave the computed batch ----------------------------
+def state_table_step_fn(rows_seen):
+    """Like `table_step_fn`, but each row's table and scores travel in the state, so
+    the function takes any batch size (what `compact=True` needs); `rows_seen` (a
+    variable) counts the rows it is called on."""
+
+    def step_fn(ids_t, state):
+        rows_seen.assign_add(tf.shape(ids_t)[0])
+        table, scores, step = state["table"], state["scores"], state["step"]
+        width = table.shape[1]
+        column = tf.minimum(step, width - 1)
+        preferred = tf.where(step < width, tf.gather(table, column, batch_dims=1), EOS_ID)
+        value = tf.gather(scores, column, batch_dims=1)
+        one_hot = tf.one_hot(preferred, VOCAB_SIZE, dtype=tf.float32)
+        log_scores = one_hot * value[:, None] + (1.0 - one_hot) * NEG
+        return log_scores, dict(state, step=step + 1, fed=ids_t)
+
+    return step_fn
+
+
+@pytest.mark.parametrize("min_length", [0, 2])
+@pytest.mark.parametrize("in_function", [False, True])
+def test_compacting_search_gives_the_same_results_on_fewer_rows(min_length, in_function):
+    rng = np.random.default_rng(min_length)
+    batch, width = 12, 9
+    table = rng.integers(4, VOCAB_SIZE, size=(batch, width)).astype("int32")
+    ends = rng.integers(0, width, size=batch)  # EOS at different steps
+    table[np.arange(batch), ends] = EOS_ID
+    state = {"table": tf.constant(table),
+             "scores": tf.constant(-rng.random((batch, width)).astype("float32")),
+             "step": tf.zeros([batch], tf.int32), "fed": tf.zeros([batch], tf.int32)}
+    limits = tf.constant(rng.integers(0, width + 2, size=batch).astype("int32"))  # 0s too
+    results, rows = {}, {}
+    for compact in (False, True):
+        seen = tf.Variable(0)
+
+        def search(compact=compact, seen=seen):
+            return greedy_search(state_table_step_fn(seen), state, batch, limits,
+                                 min_length=min_length, compact=compact)
+
+        results[compact] = tf.function(search)() if in_function else search()
+        rows[compact] = int(seen.numpy())
+    for name in ("ids", "lengths", "scores"):
+        np.testing.assert_array_equal(getattr(results[True], name),
+                                      getattr(results[False], name), err_msg=name)
+    assert rows[True] < rows[False]
+
+
+def test_compact_is_off_under_xla_with_none():
+    table = [[5, 6, EOS_ID, 4], [4, EOS_ID, 9, 9], [EOS_ID, 9, 9, 9], [7, 7, 7, 7]]
+    state = {"table": tf.constant(table), "scores": tf.zeros((4, 4)),
+             "step": tf.zeros([4], tf.int32), "fed": tf.zeros([4], tf.int32)}
+    seen = tf.Variable(0)
+    xla = tf.function(lambda: greedy_search(state_table_step_fn(seen), state, 4, 6,
+                                            compact=None), jit_compile=True)()
+    whole, compacted = tf.Variable(0), tf.Variable(0)
+    plain = greedy_search(state_table_step_fn(whole), state, 4, 6, compact=False)
+    greedy_search(state_table_step_fn(compacted), state, 4, 6, compact=True)
+    np.testing.assert_array_equal(xla.ids, plain.ids)
+    assert int(seen.numpy()) == int(whole.numpy()) == 4 * 5  # every row, all 5 steps
+    assert int(compacted.numpy()) < 4 * 5

@@ -290,7 +290,8 @@ class TranslationGraph:
         state = model.initial_decoding_state(source_ids, max_length=tf.reduce_max(max_length))
         batch_size = tf.shape(source_ids)[0]
         if width == 1:
-            result = greedy_search(step_fn, state, batch_size, max_length)
+            # Finished sentences leave the computed batch (not under XLA).
+            result = greedy_search(step_fn, state, batch_size, max_length, compact=None)
             return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
         if isinstance(length_penalty, tf.Tensor):
             # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate

@@ -118,6 +118,7 @@ def greedy_search(
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     min_length=0,
+    compact=False,
 ):
     """Decode by taking the highest-scoring word at every step.
 
@@ -154,6 +155,18 @@ def greedy_search(
         min_length: int, tokens a sentence must emit before EOS may be
             chosen: EOS is scored `-inf` at the first `min_length` steps.
             Defaults to `0`.
+        compact: bool or `None`. True drops finished sentences from the batch
+            that `step_fn` computes: once at least a quarter of the rows still
+            in it have finished, the state is gathered down to the others (as
+            OpenNMT-py's search does), so a batch whose sentences end at
+            different steps stops paying for the ended ones. The results are
+            the same; `step_fn` must accept any batch size, and every state
+            tensor must have the batch as its leading dimension (the contract
+            above: a step function that closes over batch-sized tensors cannot
+            compact). Not under XLA (it needs static shapes): `None` means True
+            except inside an XLA-compiled function. Defaults to `False`;
+            `tf_outheads.decoding.TranslationGraph` (the Translator, the CLI
+            and the exported SavedModel) passes `None`.
 
     Returns:
         `GreedyResult(ids, lengths, scores)`.
@@ -188,6 +201,14 @@ def greedy_search(
             f"Received: min_length={min_length}"
         )
     limits, max_steps = decoding_limits(max_length, batch_size)
+    if compact is None:
+        from tf_outheads.compat import in_xla_context
+
+        compact = not in_xla_context()
+    if compact:
+        ids, lengths, scores = _compacting_search(
+            step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_id, min_length)
+        return GreedyResult(ids=ids, lengths=lengths, scores=scores)
 
     ids_t = tf.fill([batch_size], tf.constant(bos_id, tf.int32))
     finished = limits <= 0
@@ -255,6 +276,13 @@ def greedy_search(
     # and a TensorArray whose element shape is not static (a batch size only
     # known at run time) cannot stack zero elements: the ids are then the
     # empty `(batch, 0)`.
+    ids = _emitted_ids(emitted, max_steps, batch_size, lengths)
+    return GreedyResult(ids=ids, lengths=lengths, scores=scores)
+
+
+def _emitted_ids(emitted, max_steps, batch_size, lengths):
+    """The `(batch, max_steps)` ids from the per-step TensorArray, PAD after each length."""
+
     def stacked():
         return tf.transpose(emitted.stack())  # (batch, max_steps)
 
@@ -266,5 +294,84 @@ def greedy_search(
     else:
         ids = tf.cond(max_steps > 0, stacked, no_steps)
     positions = tf.range(tf.shape(ids)[1])[tf.newaxis, :]
-    ids = tf.where(positions < lengths[:, tf.newaxis], ids, PAD_ID)
-    return GreedyResult(ids=ids, lengths=lengths, scores=scores)
+    return tf.where(positions < lengths[:, tf.newaxis], ids, PAD_ID)
+
+
+def _block_eos(log_scores, step, min_length, eos_id):
+    """EOS scored -inf during the first `min_length` steps."""
+    if min_length <= 0:
+        return log_scores
+    is_eos = tf.equal(tf.range(tf.shape(log_scores)[-1]), eos_id)  # (vocab,)
+    block_eos = tf.logical_and(step < min_length, is_eos)
+    return tf.where(block_eos[tf.newaxis, :], tf.constant(-math.inf, tf.float32), log_scores)
+
+
+def _compacting_search(step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_id,
+                       min_length):
+    """`greedy_search` with `compact=True`: `(ids, lengths, scores)` of the whole batch.
+
+    The loop keeps the rows still decoded (`rows`: their index in the batch) and
+    their state; the per-sentence results live in whole-batch tensors, updated by
+    scatter. A row that finishes stays in the computed batch (fed PAD, its scores
+    ignored) until a quarter of the rows in it have finished; then every finished
+    row is gathered out at once.
+    """
+    rows = tf.range(batch_size)
+    ids_t = tf.fill([batch_size], tf.constant(bos_id, tf.int32))
+    finished = limits <= 0
+    row_lengths = tf.zeros([batch_size], tf.int32)
+    lengths = tf.zeros([batch_size], tf.int32)
+    scores = tf.zeros([batch_size], tf.float32)
+    emitted = tf.TensorArray(tf.int32, size=max_steps, element_shape=ids_t.shape)
+    pad_row = tf.fill([batch_size], tf.constant(PAD_ID, tf.int32))
+
+    def keep_going(step, rows, ids_t, state, finished, row_limits, row_lengths, *_):
+        return tf.logical_not(tf.reduce_all(finished))
+
+    def decode_step(step, rows, ids_t, state, finished, row_limits, row_lengths, lengths,
+                    scores, emitted):
+        log_scores, state = step_fn(ids_t, state)
+        log_scores = _block_eos(tf.cast(log_scores, tf.float32), step, min_length, eos_id)
+        word = tf.argmax(log_scores, axis=-1, output_type=tf.int32)
+        word_score = tf.reduce_max(log_scores, axis=-1)
+        active = tf.logical_not(finished)
+        word = tf.where(active, word, PAD_ID)
+        where = rows[:, tf.newaxis]
+        emitted = emitted.write(step, tf.tensor_scatter_nd_update(pad_row, where, word))
+        scores = tf.tensor_scatter_nd_add(scores, where, tf.where(active, word_score, 0.0))
+        lengths = tf.tensor_scatter_nd_add(lengths, where, tf.cast(active, tf.int32))
+        row_lengths += tf.cast(active, tf.int32)
+        finished = tf.logical_or(
+            finished, tf.logical_or(tf.equal(word, eos_id), row_lengths >= row_limits))
+        ids_t = tf.where(finished, PAD_ID, word)
+
+        def dropped():
+            keep = tf.where(tf.logical_not(finished))[:, 0]
+            return tf.nest.map_structure(
+                lambda x: tf.gather(x, keep),
+                (rows, ids_t, state, finished, row_limits, row_lengths))
+
+        def kept():
+            return rows, ids_t, state, finished, row_limits, row_lengths
+
+        done = tf.reduce_sum(tf.cast(finished, tf.int32))
+        # Once a quarter of the rows have finished (and while some have not).
+        gather = tf.logical_and(4 * done >= tf.size(finished), done < tf.size(finished))
+        rows, ids_t, state, finished, row_limits, row_lengths = tf.cond(gather, dropped, kept)
+        return (step + 1, rows, ids_t, state, finished, row_limits, row_lengths, lengths,
+                scores, emitted)
+
+    def batch_free(x):
+        return tf.TensorShape([None]).concatenate(x.shape[1:])
+
+    loop_vars = (tf.constant(0, tf.int32), rows, ids_t, initial_state, finished, limits,
+                 row_lengths, lengths, scores, emitted)
+    invariants = (tf.TensorShape([]), *(tf.nest.map_structure(batch_free, v)
+                                        for v in loop_vars[1:7]),
+                  lengths.shape, scores.shape, tf.TensorShape(None))
+    *_, lengths, scores, emitted = tf.while_loop(
+        keep_going, decode_step, loop_vars, shape_invariants=invariants,
+        maximum_iterations=max_steps)
+
+    ids = _emitted_ids(emitted, max_steps, batch_size, lengths)
+    return ids, lengths, scores
