@@ -135,8 +135,8 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
     `step` (incremental decoding) runs `_step` once. `call` (teacher forcing) runs
     the same math over the whole sequence: by default through
     `tf_outheads.ops.attentional_lstm`, one loop with a hand-written gradient
-    (a CPU training step of `lstm-cpu`'s shape 1.1× faster at 64 × 30 tokens, 1.4×
-    at 16 × 120; benchmarks/README.md, "fused recurrences");
+    (a CPU training step of `lstm-cpu`'s shape 1.12–1.15× faster at 64 × 30 tokens,
+    1.26–1.31× at 16 × 120, single runs; benchmarks/README.md, "fused recurrences");
     with `fused = False` (an attribute, for checks) or `return_alignments`, as a
     `tf.while_loop` of `_step` that autodiff differentiates. Both give the same
     values and gradients (tests/ops/test_recurrent.py).

@@ -226,18 +226,7 @@ def greedy_search(
     def decode_step(step, ids_t, state, finished, lengths, scores, emitted):
         log_scores, state = step_fn(ids_t, state)
         log_scores = tf.cast(log_scores, tf.float32)  # (batch, vocab)
-
-        # Forbid EOS during the first `min_length` steps.
-        if min_length > 0:
-            is_eos = tf.equal(
-                tf.range(tf.shape(log_scores)[-1]), eos_id
-            )  # (vocab,)
-            block_eos = tf.logical_and(step < min_length, is_eos)
-            log_scores = tf.where(
-                block_eos[tf.newaxis, :],
-                tf.constant(-math.inf, tf.float32),
-                log_scores,
-            )
+        log_scores = _block_eos(log_scores, step, min_length, eos_id)
 
         word = tf.argmax(log_scores, axis=-1, output_type=tf.int32)  # (batch,)
         word_score = tf.reduce_max(log_scores, axis=-1)  # (batch,)
