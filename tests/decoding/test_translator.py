@@ -28,6 +28,17 @@ def test_output_order_matches_input_order(model, bible_tokenizer, bible_slice):
     assert batched == one_by_one
 
 
+def test_search_is_traced_once_for_every_batch_shape(model, bible_tokenizer, bible_slice):
+    # Batches differ in size (the last one is short) and in width (length-sorted
+    # sources): a retrace per new shape would cost seconds each on a real model.
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=3,
+                            max_length_offset=2)
+    sources = bible_slice.sources[:8]
+    translator.translate(sources)
+    translator.translate(sources[:1])
+    assert translator._decode.experimental_get_tracing_count() == 1
+
+
 def test_empty_list_gives_empty_list(model, bible_tokenizer):
     assert Translator(model, bible_tokenizer, bible_tokenizer).translate([]) == []
 

@@ -224,14 +224,16 @@ class TranslatorModule(tf.Module):
             return self.translate(sources, default_int, default_float, default_int,
                                   default_int)
 
-        self.translate = tf.function(translate, input_signature=[
+        # No AutoGraph: the graph's code uses tf.while_loop / tf.cond itself, and
+        # converting the searches and the model's step costs seconds per trace.
+        self.translate = tf.function(translate, autograph=False, input_signature=[
             sources,
             tf.TensorSpec([None], tf.int32, name="beam_size"),
             tf.TensorSpec([None], tf.float32, name="length_penalty"),
             tf.TensorSpec([None], tf.int32, name="num_hypotheses"),
             tf.TensorSpec([None], tf.int32, name="replace_unk"),
         ])
-        self.serve = tf.function(serve, input_signature=[sources])
+        self.serve = tf.function(serve, input_signature=[sources], autograph=False)
 
     def signatures(self):
         """`{"serving_default": ..., "translate": ...}` for `tf.saved_model.save`."""
