@@ -6,8 +6,10 @@ SentencePiece pieces, for the same number of steps; then prints, for each:
 greedy dev BLEU every `--eval-every` steps (sacrebleu against the stripped
 references the zoo trains on), training target tokens/s and greedy decoding
 sentences/s (whole process, `--decode-copies` copies of the dev set), and
-our/peer ratios (above 1: we are faster). Writes JSON with `train_ratio` and
-`decode_ratio` for each seed and their medians.
+our/peer ratios (above 1: we are faster), and the GFLOP/s of both (matrix products
+counted from the shapes, `forward_flops`) against this machine's float32 matmul speed
+(`matmul_peak_gflops`). Writes JSON with `train_ratio` and `decode_ratio` for each seed
+and their medians.
 
 OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make
 one: benchmarks/README.md, "Peer: OpenNMT-py"). Not part of CI. Runs resume:
@@ -16,13 +18,16 @@ side that finished (its `result.json` exists) is not run again, so a study
 interrupted by the end of a session loses at most the run in progress (ours
 resumes from its backups).
 
-The peer's model (`peer_config`) follows `shared/peers/opennmt-py-lstm-cpu.yaml`:
+The peer's model (`peer_config`): for an LSTM preset it follows
+`shared/peers/opennmt-py-lstm-cpu.yaml`:
 brnn encoder (hidden // 2 per direction), an input-feeding LSTM decoder, global
 "general" attention, dropout on embeddings / between layers / on the attentional
 state, Adam (β2 0.999, ε 1e-8), global gradient-norm clipping, label smoothing,
 token batches normalised by target tokens, uniform(±0.1) initialisation (its
-`param_init`), `share_decoder_embeddings` for a tied head. Only the heads
-OpenNMT-py has (`softmax`, `tied`) can be compared.
+`param_init`), `share_decoder_embeddings` for a tied head. For a pre-norm Transformer preset
+(`transformer-cpu`) it is OpenNMT-py's Transformer of the same sizes, dropouts, Adam β2
+and inverse-square-root ("noam") schedule. Only the heads OpenNMT-py has (`softmax`,
+`tied`) can be compared.
 """
 
 import csv
@@ -103,18 +108,19 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
 
 # -- the peer ---------------------------------------------------------------------------
 def peer_config(preset, data, run_dir, steps, eval_every, seed):
-    """OpenNMT-py options for the zoo preset's LSTM shape (a dict written as YAML)."""
+    """OpenNMT-py options for the zoo preset's shape and recipe (a dict written as YAML):
+    the attentional LSTM (`peer_model_lstm`) or the pre-norm Transformer
+    (`peer_model_transformer`), with the preset's optimiser, batches and steps."""
     model, train, data_config = preset["model"], preset["train"], preset["data"]
     head = model["head"] if isinstance(model["head"], str) else model["head"].get("class_name")
-    if model["model_type"] != "lstm" or head not in ("softmax", "tied"):
-        raise SystemExit("peer_opennmt: OpenNMT-py has the attentional LSTM with an untied "
-                         f"(softmax) or tied head only. Received: model_type="
-                         f"{model['model_type']!r}, head={model['head']!r}")
-    if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
-        raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
-                         "feeding")
-    clip = train.get("global_clipnorm") or train.get("clipnorm") or 0
+    if head not in ("softmax", "tied"):
+        raise SystemExit("peer_opennmt: OpenNMT-py has an untied (softmax) or tied head only. "
+                         f"Received: head={model['head']!r}")
+    builders = {"lstm": peer_model_lstm, "transformer": peer_model_transformer}
+    if model["model_type"] not in builders:
+        raise SystemExit(f"peer_opennmt: no peer for model_type={model['model_type']!r}")
     vocab_size = len(open(data["vocab"], encoding="utf-8").read().split("\n")) - 1 + PEER_SPECIALS
+    clip = train.get("global_clipnorm") or train.get("clipnorm") or 0
     return {
         "src_vocab": data["vocab"], "tgt_vocab": data["vocab"],
         "src_vocab_size": vocab_size, "tgt_vocab_size": vocab_size,
@@ -123,16 +129,7 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
         "data": {"corpus_1": {"path_src": data["files"]["train.src"],
                               "path_tgt": data["files"]["train.tgt"]}},
         "model_type": "text",
-        "encoder_type": "brnn" if model["bidirectional_encoder"] else "rnn",
-        "decoder_type": "rnn", "rnn_type": "LSTM",
-        "enc_layers": model.get("encoder_layers") or model["num_layers"],
-        "dec_layers": model.get("decoder_layers") or model["num_layers"],
-        "hidden_size": model["hidden_dim"], "word_vec_size": model["embedding_dim"],
-        "global_attention": "general", "input_feed": 1, "bridge": "false",
-        "dropout": [model["dropout"]],
-        "param_init": 0.1,
-        "optim": "adam", "learning_rate": train["learning_rate"], "decay_method": "none",
-        "start_decay_steps": 1000000, "adam_beta1": 0.9, "adam_beta2": 0.999,
+        **builders[model["model_type"]](model, train),
         "max_grad_norm": clip, "label_smoothing": train["label_smoothing"],
         "batch_type": "tokens", "batch_size": data_config["batch_tokens"],
         "normalization": "tokens", "accum_count": [1],
@@ -142,6 +139,56 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
         "num_workers": 0, "world_size": 1,
         "share_decoder_embeddings": "true" if head == "tied" else "false",
         "save_model": os.path.join(run_dir, "model"),
+    }
+
+
+def peer_model_lstm(model, train):
+    """brnn encoder, input-feeding LSTM decoder with "general" attention, uniform(±0.1)
+    initialisation, Adam at a constant rate (the zoo's LSTM presets)."""
+    if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
+        raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
+                         "feeding")
+    if train.get("learning_rate_schedule"):
+        raise SystemExit("peer_opennmt: the LSTM peer set-up has a constant learning rate")
+    return {
+        "encoder_type": "brnn" if model["bidirectional_encoder"] else "rnn",
+        "decoder_type": "rnn", "rnn_type": "LSTM",
+        "enc_layers": model.get("encoder_layers") or model["num_layers"],
+        "dec_layers": model.get("decoder_layers") or model["num_layers"],
+        "hidden_size": model["hidden_dim"], "word_vec_size": model["embedding_dim"],
+        "global_attention": "general", "input_feed": 1, "bridge": "false",
+        "dropout": [model["dropout"]],
+        "param_init": 0.1,
+        "optim": "adam", "learning_rate": train["learning_rate"], "decay_method": "none",
+        "start_decay_steps": 1000000, "adam_beta1": 0.9,
+        "adam_beta2": train.get("adam_beta_2") or 0.999,
+    }
+
+
+def peer_model_transformer(model, train):
+    """OpenNMT-py's Transformer (pre-norm, with a final layer norm; sinusoidal positions;
+    √d-scaled embeddings; Glorot-uniform initialisation), with the preset's sizes and its
+    inverse-square-root schedule as OpenNMT-py's "noam" (the same formula:
+    scale · d^-0.5 · min(n^-0.5, n · warmup^-1.5)). OpenNMT-py 3.5.1 has no post-norm
+    Transformer, so the paper's `transformer-base` (post-norm) has no peer here."""
+    if model.get("norm") != "pre":
+        raise SystemExit("peer_opennmt: OpenNMT-py 3.5.1's Transformer is pre-norm; "
+                         f"received norm={model.get('norm')!r}")
+    schedule = train.get("learning_rate_schedule") or {}
+    if schedule.get("name") != "inverse_sqrt":
+        raise SystemExit("peer_opennmt: the Transformer peer set-up has the inverse-sqrt "
+                         f"(noam) schedule; received {schedule!r}")
+    return {
+        "encoder_type": "transformer", "decoder_type": "transformer",
+        "position_encoding": "true", "layer_norm": "standard",
+        "enc_layers": model["encoder_layers"], "dec_layers": model["decoder_layers"],
+        "heads": model["num_heads"], "hidden_size": model["model_dim"],
+        "word_vec_size": model["model_dim"], "transformer_ff": model["ffn_dim"],
+        "dropout": [model["dropout"]], "attention_dropout": [model["attention_dropout"]],
+        "param_init": 0, "param_init_glorot": "true",
+        "optim": "adam", "learning_rate": schedule.get("scale", 1.0), "decay_method": "noam",
+        "warmup_steps": schedule["warmup_steps"], "adam_beta1": 0.9,
+        "adam_beta2": train.get("adam_beta_2") or 0.999,
     }
 
 
@@ -309,6 +356,89 @@ def our_translate(run_dir, source_text, output, batch_size=64):
     return time.perf_counter() - start
 
 
+# -- FLOPs ------------------------------------------------------------------------------
+def forward_flops(model, vocab_size, source_length, target_length):
+    """Forward FLOPs of the model's matrix products, 2 per multiply-add, split as
+    `{"per_source": ..., "per_target": ...}`: per source token (encoder, attention keys)
+    and per target token (decoder, attention over `source_length` positions, the output
+    layer over `vocab_size` words), for sentences of the given mean lengths. Element-wise
+    work (activations, softmax, layer norms) is not counted: the FLOP/s are those of the
+    matrix products, the work both systems must do whatever their overheads."""
+    if model["model_type"] == "lstm":
+        embed, hidden = model["embedding_dim"], model["hidden_dim"]
+        source_embed = model.get("source_embedding_dim") or embed
+        enc_layers = model.get("encoder_layers") or model["num_layers"]
+        dec_layers = model.get("decoder_layers") or model["num_layers"]
+        directions = 2 if model["bidirectional_encoder"] else 1
+        unit = hidden // directions
+        per_source = directions * 2 * (source_embed + unit) * 4 * unit
+        per_source += (enc_layers - 1) * directions * 2 * (hidden + unit) * 4 * unit
+        if model.get("attention_score", "general") == "general":
+            per_source += 2 * hidden * hidden  # keys W_a · memory
+        fed = hidden if model.get("input_feeding") else 0
+        per_target = 2 * (embed + fed + hidden) * 4 * hidden
+        per_target += (dec_layers - 1) * 2 * (2 * hidden) * 4 * hidden
+        per_target += 2 * 2 * source_length * hidden  # scores and context
+        per_target += 2 * (2 * hidden) * hidden  # h̃ = tanh(W_c [c; h])
+        per_target += 2 * hidden * vocab_size
+        return {"per_source": per_source, "per_target": per_target}
+    if model["model_type"] == "transformer":
+        d, ffn = model["model_dim"], model["ffn_dim"]
+        layer_ffn = 2 * 2 * d * ffn
+        per_source = model["encoder_layers"] * (2 * 4 * d * d + layer_ffn
+                                               + 2 * 2 * source_length * d)
+        # Cross-attention keys and values: once per source token and decoder layer.
+        per_source += model["decoder_layers"] * 2 * 2 * d * d
+        per_target = model["decoder_layers"] * (
+            2 * 4 * d * d + 2 * 2 * target_length * d  # self-attention
+            + 2 * 2 * d * d + 2 * 2 * source_length * d  # cross: queries, output, weights
+            + layer_ffn)
+        per_target += 2 * d * vocab_size
+        return {"per_source": per_source, "per_target": per_target}
+    raise ValueError(f"no FLOP count for model_type={model['model_type']!r}")
+
+
+def train_flops_per_target_token(model, vocab_size, lengths):
+    """Training FLOPs (forward and backward: 3 × forward) per target token, from the
+    training pairs' mean lengths `lengths = {"source": ..., "target": ...}` (pieces + EOS)."""
+    flops = forward_flops(model, vocab_size, lengths["source"], lengths["target"])
+    return 3 * (flops["per_target"] + flops["per_source"] * lengths["source"]
+                / lengths["target"])
+
+
+def decode_flops(model, vocab_size, source_tokens, output_tokens, sentences):
+    """Forward FLOPs of greedy decoding: the encoder over `source_tokens`, one decoder step
+    per output token (`output_tokens`, EOS included), with the sentences' mean lengths
+    for the attention terms (a step of the Transformer attends to the half of the output
+    written so far, on average)."""
+    source_length = source_tokens / sentences
+    flops = forward_flops(model, vocab_size, source_length, output_tokens / sentences / 2)
+    return flops["per_source"] * source_tokens + flops["per_target"] * output_tokens
+
+
+def matmul_peak_gflops(size=2048, repeats=10):
+    """This machine's float32 matmul speed in GFLOP/s (TensorFlow/oneDNN, `size`² by
+    `size`², best of `repeats`): the "peak" the achieved FLOP/s are measured against."""
+    import tensorflow as tf
+
+    a = tf.random.normal([size, size])
+    product = tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))
+    product(a).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
+def piece_lengths(path):
+    """Mean pieces + EOS per line of a piece file."""
+    with open(path, encoding="utf-8") as f:
+        counts = [len(line.split()) + 1 for line in f]
+    return statistics.fmean(counts) if counts else 0.0
+
+
 # -- the comparison ---------------------------------------------------------------------
 def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
     """Whole-process greedy decoding of `--decode-copies` copies of dev, both sides."""
@@ -329,22 +459,60 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
     log(f"[decode] {len(sources)} sentences: ours {ours:.1f} s, peer {peer:.1f} s")
     return {"sentences": len(sources), "ours_seconds": ours, "peer_seconds": peer,
             "ours_sentences_per_second": len(sources) / ours,
-            "peer_sentences_per_second": len(sources) / peer}
+            "peer_sentences_per_second": len(sources) / peer,
+            **decode_token_counts(data["tokenizer"], pieces,
+                                  os.path.join(ours_dir, "decode_output.txt"),
+                                  os.path.join(peer_dir, "decode.hyp.sp"))}
+
+
+def decode_token_counts(processor, source_pieces, ours_output, peer_output):
+    """Source tokens and each side's output tokens (pieces + EOS) of the decoding run:
+    ours re-cut into the shared pieces, the peer's as it wrote them."""
+    with open(ours_output, encoding="utf-8") as f:
+        ours = sum(len(piece_ids) + 1 for piece_ids in processor.encode(f.read().split("\n")[:-1]))
+    return {"source_tokens": round(piece_lengths(source_pieces) * _line_count(source_pieces)),
+            "ours_output_tokens": ours,
+            "peer_output_tokens": round(piece_lengths(peer_output) * _line_count(peer_output))}
+
+
+def _line_count(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def add_flops(entry, model, vocab_size, train_lengths, peak):
+    """GFLOP/s of both sides' training and decoding, and their share of `peak` (in place)."""
+    per_token = train_flops_per_target_token(model, vocab_size, train_lengths)
+    decode = entry["decode"]
+    gflops = {}
+    for side in ("ours", "peer"):
+        train = entry[side]["train_tokens_per_second"] * per_token / 1e9
+        work = decode_flops(model, vocab_size, decode["source_tokens"],
+                            decode[f"{side}_output_tokens"], decode["sentences"])
+        decoding = work / decode[f"{side}_seconds"] / 1e9
+        gflops[side] = {"train": train, "decode": decoding,
+                        "train_percent_of_peak": 100 * train / peak,
+                        "decode_percent_of_peak": 100 * decoding / peak}
+    entry["gflops"] = gflops
+    entry["train_flops_per_target_token"] = per_token
 
 
 def print_table(preset, results, eval_every, steps):
     print(f"\nGreedy dev BLEU, {preset} (ours) vs OpenNMT-py 3.5.1 (peer), same pieces/steps")
     columns = list(range(eval_every, steps + 1, eval_every))
     print("| system | seed | " + " | ".join(f"@{c}" for c in columns)
-          + " | train tok/s | decode sent/s |")
-    print("|---|---|" + "---|" * len(columns) + "---|---|")
+          + " | train tok/s | decode sent/s | train GFLOP/s (% peak) | decode GFLOP/s (% peak) |")
+    print("|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     for seed, entry in results.items():
         for side in ("ours", "peer"):
             history = dict(map(tuple, entry[side]["dev_bleu_history"]))
             cells = [f"{history[c]:.2f}" if c in history else "" for c in columns]
             speed = entry[side]["train_tokens_per_second"]
             decode = entry["decode"][f"{side}_sentences_per_second"]
-            print(f"| {side} | {seed} | " + " | ".join(cells) + f" | {speed:,.0f} | {decode:.1f} |")
+            g = entry["gflops"][side]
+            print(f"| {side} | {seed} | " + " | ".join(cells) + f" | {speed:,.0f} | {decode:.1f} | "
+                  f"{g['train']:.0f} ({g['train_percent_of_peak']:.0f} %) | "
+                  f"{g['decode']:.0f} ({g['decode_percent_of_peak']:.0f} %) |")
     for seed, entry in results.items():
         print(f"seed {seed}: train_ratio {entry['train_ratio']:.3f}, "
               f"decode_ratio {entry['decode_ratio']:.3f} (ours / peer; > 1: we are faster)")
@@ -353,7 +521,7 @@ def print_table(preset, results, eval_every, steps):
 def main(argv=None):
     parser = benchmark_parser(__doc__, QUICK)
     parser.add_argument("--preset", default="lstm-cpu-tied",
-                        help="zoo preset (an LSTM with a softmax or tied head)")
+                        help="zoo preset: an LSTM or a pre-norm Transformer with a softmax or tied head")
     parser.add_argument("--seeds", default="1234", help="comma-separated seeds")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--eval-every", type=int, default=300,
@@ -396,6 +564,12 @@ def main(argv=None):
     machine = machine_info()
     data = prepare_data(args.preset, overrides, args.runs_dir, args.work_dir)
     data["references"] = {"dev": data["splits"]["dev"].targets}
+    peak = matmul_peak_gflops()
+    train_lengths = {"source": piece_lengths(data["files"]["train.src"]),
+                     "target": piece_lengths(data["files"]["train.tgt"])}
+    vocab_size = len(open(data["vocab"], encoding="utf-8").read().split("\n")) - 1 + PEER_SPECIALS
+    print(f"[flops] matmul peak {peak:.0f} GFLOP/s; training pairs' mean pieces + EOS: "
+          f"source {train_lengths['source']:.1f}, target {train_lengths['target']:.1f}")
     results = {}
     for seed in (int(s) for s in args.seeds.split(",")):
         peer_dir = os.path.join(args.work_dir, "peer", os.path.basename(data["tokenizer_dir"]),
@@ -411,8 +585,10 @@ def main(argv=None):
                                     / entry["peer"]["train_tokens_per_second"])
             entry["decode_ratio"] = (entry["decode"]["ours_sentences_per_second"]
                                      / entry["decode"]["peer_sentences_per_second"])
+            add_flops(entry, preset["model"], vocab_size, train_lengths, peak)
         results[seed] = entry
-    fields = {"preset": args.preset, "results": results}
+    fields = {"preset": args.preset, "results": results, "matmul_peak_gflops": peak,
+              "train_lengths": train_lengths}
     if args.only is None:
         print_table(args.preset, results, args.eval_every, args.steps)
         fields["train_ratio"] = statistics.median(e["train_ratio"] for e in results.values())

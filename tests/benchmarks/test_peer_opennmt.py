@@ -78,6 +78,78 @@ def test_peer_config_follows_the_preset(peer, tmp_path):
         peer.peer_config(get_preset("lstm-cpu"), data, str(tmp_path), 300, 300, 1)
 
 
+def test_transformer_peer_follows_the_preset(peer, tmp_path):
+    from tf_outheads_zoo.presets import get_preset
+
+    vocab = tmp_path / "vocab.joint"
+    vocab.write_text("".join(f"p{i}\n" for i in range(3996)))
+    data = {"vocab": str(vocab), "files": {"train.src": "a", "train.tgt": "b"}}
+    config = peer.peer_config(get_preset("transformer-cpu"), data, str(tmp_path), 600, 300, 3)
+    assert (config["encoder_type"], config["decoder_type"]) == ("transformer", "transformer")
+    assert (config["enc_layers"], config["dec_layers"], config["heads"]) == (3, 3, 4)
+    assert (config["hidden_size"], config["word_vec_size"], config["transformer_ff"]) == (
+        256, 256, 1024)
+    assert config["dropout"] == [0.1] and config["attention_dropout"] == [0.1]
+    # The preset's inverse-sqrt schedule is OpenNMT-py's noam with the same scale.
+    assert (config["decay_method"], config["warmup_steps"], config["learning_rate"]) == (
+        "noam", 800, 1.0)
+    assert config["adam_beta2"] == 0.98 and config["max_grad_norm"] == 0
+    assert config["param_init_glorot"] == "true" and config["param_init"] == 0
+    assert config["batch_size"] == 4096 and config["share_decoder_embeddings"] == "false"
+    assert "rnn_type" not in config and "input_feed" not in config
+    with pytest.raises(SystemExit, match="pre-norm"):
+        peer.peer_config(get_preset("transformer-base"), data, str(tmp_path), 300, 300, 1)
+
+
+def test_flops_are_counted_from_the_shapes(peer):
+    lstm = {"model_type": "lstm", "embedding_dim": 4, "hidden_dim": 6, "num_layers": 1,
+            "bidirectional_encoder": True, "input_feeding": True,
+            "attention_score": "general"}
+    flops = peer.forward_flops(lstm, vocab_size=10, source_length=5, target_length=7)
+    # Encoder: 2 directions × 2·(4 + 3)·12; keys 2·6·6.
+    assert flops["per_source"] == 2 * 2 * 7 * 12 + 2 * 36
+    # Decoder: 2·(4 + 6 + 6)·24; attention 2·2·5·6; W_c 2·12·6; output 2·6·10.
+    assert flops["per_target"] == 2 * 16 * 24 + 2 * 2 * 5 * 6 + 2 * 12 * 6 + 2 * 6 * 10
+    # Training: 3 × forward, the source side per target token.
+    assert peer.train_flops_per_target_token(lstm, 10, {"source": 5, "target": 7}) == (
+        3 * (flops["per_target"] + flops["per_source"] * 5 / 7))
+    transformer = {"model_type": "transformer", "model_dim": 8, "ffn_dim": 16,
+                   "encoder_layers": 2, "decoder_layers": 1}
+    flops = peer.forward_flops(transformer, vocab_size=10, source_length=5, target_length=7)
+    assert flops["per_source"] == 2 * (2 * 4 * 64 + 2 * 2 * 8 * 16 + 2 * 2 * 5 * 8) + 2 * 2 * 64
+    assert flops["per_target"] == (2 * 4 * 64 + 2 * 2 * 7 * 8 + 2 * 2 * 64 + 2 * 2 * 5 * 8
+                                   + 2 * 2 * 8 * 16 + 2 * 8 * 10)
+    # Decoding: a step attends to half the output on average.
+    work = peer.decode_flops(transformer, 10, source_tokens=50, output_tokens=140, sentences=10)
+    half = peer.forward_flops(transformer, 10, 5.0, 7.0)
+    assert work == half["per_source"] * 50 + half["per_target"] * 140
+
+
+def test_flops_entry_and_decode_counts(peer, tmp_path):
+    class Pieces:
+        def encode(self, lines):
+            return [line.split() for line in lines]
+
+    sources = tmp_path / "in.sp"
+    sources.write_text("a b c\nd e\n")
+    ours = tmp_path / "ours.txt"
+    ours.write_text("x y z w\nq\n")
+    theirs = tmp_path / "peer.sp"
+    theirs.write_text("x y\nq r s\n")
+    counts = peer.decode_token_counts(Pieces(), str(sources), str(ours), str(theirs))
+    assert counts == {"source_tokens": 7, "ours_output_tokens": 7, "peer_output_tokens": 7}
+    lstm = {"model_type": "lstm", "embedding_dim": 4, "hidden_dim": 6, "num_layers": 1,
+            "bidirectional_encoder": True, "input_feeding": True}
+    entry = {"ours": {"train_tokens_per_second": 2e9}, "peer": {"train_tokens_per_second": 1e9},
+             "decode": {"sentences": 2, "ours_seconds": 1.0, "peer_seconds": 2.0, **counts}}
+    peer.add_flops(entry, lstm, 10, {"source": 3.5, "target": 3.5}, peak=100.0)
+    per_token = peer.train_flops_per_target_token(lstm, 10, {"source": 3.5, "target": 3.5})
+    assert entry["gflops"]["ours"]["train"] == pytest.approx(2 * per_token)
+    assert entry["gflops"]["peer"]["train_percent_of_peak"] == pytest.approx(per_token)
+    assert entry["gflops"]["ours"]["decode"] == pytest.approx(
+        2 * entry["gflops"]["peer"]["decode"])
+
+
 def test_missing_peer_environment_is_named(tmp_path):
     missing = tmp_path / "nothing" / "python"
     result = subprocess.run([sys.executable, str(SCRIPT), "--peer-python", str(missing),
