@@ -119,7 +119,7 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
     builders = {"lstm": peer_model_lstm, "transformer": peer_model_transformer}
     if model["model_type"] not in builders:
         raise SystemExit(f"peer_opennmt: no peer for model_type={model['model_type']!r}")
-    vocab_size = len(open(data["vocab"], encoding="utf-8").read().split("\n")) - 1 + PEER_SPECIALS
+    vocab_size = peer_vocab_size(data["vocab"])
     clip = train.get("global_clipnorm") or train.get("clipnorm") or 0
     return {
         "src_vocab": data["vocab"], "tgt_vocab": data["vocab"],
@@ -140,6 +140,13 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
         "share_decoder_embeddings": "true" if head == "tied" else "false",
         "save_model": os.path.join(run_dir, "model"),
     }
+
+
+def peer_vocab_size(vocab_path):
+    """Words of the peer's vocabulary: the pieces of `vocab_path` (one a line) and the
+    specials OpenNMT-py adds."""
+    with open(vocab_path, encoding="utf-8") as f:
+        return len(f.read().split("\n")) - 1 + PEER_SPECIALS
 
 
 def peer_model_lstm(model, train):
@@ -432,10 +439,15 @@ def matmul_peak_gflops(size=2048, repeats=10):
     return 2 * size ** 3 / best / 1e9
 
 
+def piece_counts(path):
+    """Pieces + EOS of every line of a piece file."""
+    with open(path, encoding="utf-8") as f:
+        return [len(line.split()) + 1 for line in f]
+
+
 def piece_lengths(path):
     """Mean pieces + EOS per line of a piece file."""
-    with open(path, encoding="utf-8") as f:
-        counts = [len(line.split()) + 1 for line in f]
+    counts = piece_counts(path)
     return statistics.fmean(counts) if counts else 0.0
 
 
@@ -470,14 +482,8 @@ def decode_token_counts(processor, source_pieces, ours_output, peer_output):
     ours re-cut into the shared pieces, the peer's as it wrote them."""
     with open(ours_output, encoding="utf-8") as f:
         ours = sum(len(piece_ids) + 1 for piece_ids in processor.encode(f.read().split("\n")[:-1]))
-    return {"source_tokens": round(piece_lengths(source_pieces) * _line_count(source_pieces)),
-            "ours_output_tokens": ours,
-            "peer_output_tokens": round(piece_lengths(peer_output) * _line_count(peer_output))}
-
-
-def _line_count(path):
-    with open(path, encoding="utf-8") as f:
-        return sum(1 for _ in f)
+    return {"source_tokens": sum(piece_counts(source_pieces)), "ours_output_tokens": ours,
+            "peer_output_tokens": sum(piece_counts(peer_output))}
 
 
 def add_flops(entry, model, vocab_size, train_lengths, peak):
@@ -567,7 +573,7 @@ def main(argv=None):
     peak = matmul_peak_gflops()
     train_lengths = {"source": piece_lengths(data["files"]["train.src"]),
                      "target": piece_lengths(data["files"]["train.tgt"])}
-    vocab_size = len(open(data["vocab"], encoding="utf-8").read().split("\n")) - 1 + PEER_SPECIALS
+    vocab_size = peer_vocab_size(data["vocab"])
     print(f"[flops] matmul peak {peak:.0f} GFLOP/s; training pairs' mean pieces + EOS: "
           f"source {train_lengths['source']:.1f}, target {train_lengths['target']:.1f}")
     results = {}
