@@ -205,72 +205,19 @@ def greedy_search(
         from tf_outheads.compat import in_xla_context
 
         compact = not in_xla_context()
-    if compact:
-        ids, lengths, scores = _compacting_search(
-            step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_id, min_length)
-        return GreedyResult(ids=ids, lengths=lengths, scores=scores)
-
-    ids_t = tf.fill([batch_size], tf.constant(bos_id, tf.int32))
-    finished = limits <= 0
-    lengths = tf.zeros([batch_size], tf.int32)
-    scores = tf.zeros([batch_size], tf.float32)
-    emitted = tf.TensorArray(
-        tf.int32,
-        size=max_steps,
-        element_shape=ids_t.shape,
-    )
-
-    def keep_going(step, ids_t, state, finished, lengths, scores, emitted):
-        return tf.logical_not(tf.reduce_all(finished))
-
-    def decode_step(step, ids_t, state, finished, lengths, scores, emitted):
-        log_scores, state = step_fn(ids_t, state)
-        log_scores = tf.cast(log_scores, tf.float32)  # (batch, vocab)
-        log_scores = _block_eos(log_scores, step, min_length, eos_id)
-
-        word = tf.argmax(log_scores, axis=-1, output_type=tf.int32)  # (batch,)
-        word_score = tf.reduce_max(log_scores, axis=-1)  # (batch,)
-
-        # Finished rows stop growing: PAD, no score, no length.
-        active = tf.logical_not(finished)
-        word = tf.where(active, word, PAD_ID)
-        scores += tf.where(active, word_score, 0.0)
-        lengths += tf.cast(active, tf.int32)
-        emitted = emitted.write(step, word)
-
-        finished = tf.logical_or(
-            finished,
-            tf.logical_or(tf.equal(word, eos_id), lengths >= limits),
-        )
-        ids_t = tf.where(finished, PAD_ID, word)
-        return step + 1, ids_t, state, finished, lengths, scores, emitted
-
-    _, _, _, _, lengths, scores, emitted = tf.while_loop(
-        keep_going,
-        decode_step,
-        (
-            tf.constant(0, tf.int32),
-            ids_t,
-            initial_state,
-            finished,
-            lengths,
-            scores,
-            emitted,
-        ),
-        maximum_iterations=max_steps,
-    )
-    # Steps the loop did not reach are left unwritten and stack as zeros;
-    # the mask writes PAD_ID there explicitly. With a loop bound of 0 (every
-    # row's limit is 0: sources without a subword piece) nothing was written,
-    # and a TensorArray whose element shape is not static (a batch size only
-    # known at run time) cannot stack zero elements: the ids are then the
-    # empty `(batch, 0)`.
-    ids = _emitted_ids(emitted, max_steps, batch_size, lengths)
+    ids, lengths, scores = _search(step_fn, initial_state, batch_size, limits, max_steps,
+                                   bos_id, eos_id, min_length, bool(compact))
     return GreedyResult(ids=ids, lengths=lengths, scores=scores)
 
 
 def _emitted_ids(emitted, max_steps, batch_size, lengths):
-    """The `(batch, max_steps)` ids from the per-step TensorArray, PAD after each length."""
+    """The `(batch, max_steps)` ids from the per-step TensorArray, PAD after each length.
+
+    With a loop bound of 0 (every row's limit is 0: sources without a subword piece)
+    nothing was written, and a TensorArray whose element shape is not static (a batch
+    size only known at run time) cannot stack zero elements: the ids are then the
+    empty `(batch, 0)`.
+    """
 
     def stacked():
         return tf.transpose(emitted.stack())  # (batch, max_steps)
@@ -295,15 +242,16 @@ def _block_eos(log_scores, step, min_length, eos_id):
     return tf.where(block_eos[tf.newaxis, :], tf.constant(-math.inf, tf.float32), log_scores)
 
 
-def _compacting_search(step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_id,
-                       min_length):
-    """`greedy_search` with `compact=True`: `(ids, lengths, scores)` of the whole batch.
+def _search(step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_id, min_length,
+            compact):
+    """The loop of `greedy_search`: `(ids, lengths, scores)` of the whole batch.
 
     The loop keeps the rows still decoded (`rows`: their index in the batch) and
     their state; the per-sentence results live in whole-batch tensors, updated by
-    scatter. A row that finishes stays in the computed batch (fed PAD, its scores
-    ignored) until a quarter of the rows in it have finished; then every finished
-    row is gathered out at once.
+    scatter. Without `compact`, every row stays to the end (static shapes, as XLA
+    needs). With it, a row that finishes stays in the computed batch (fed PAD, its
+    scores ignored) until a quarter of the rows in it have finished; then every
+    finished row is gathered out at once.
     """
     rows = tf.range(batch_size)
     ids_t = tf.fill([batch_size], tf.constant(bos_id, tf.int32))
@@ -334,19 +282,21 @@ def _compacting_search(step_fn, initial_state, batch_size, limits, max_steps, bo
             finished, tf.logical_or(tf.equal(word, eos_id), row_lengths >= row_limits))
         ids_t = tf.where(finished, PAD_ID, word)
 
-        def dropped():
-            keep = tf.where(tf.logical_not(finished))[:, 0]
-            return tf.nest.map_structure(
-                lambda x: tf.gather(x, keep),
-                (rows, ids_t, state, finished, row_limits, row_lengths))
+        if compact:
+            def dropped():
+                keep = tf.where(tf.logical_not(finished))[:, 0]
+                return tf.nest.map_structure(
+                    lambda x: tf.gather(x, keep),
+                    (rows, ids_t, state, finished, row_limits, row_lengths))
 
-        def kept():
-            return rows, ids_t, state, finished, row_limits, row_lengths
+            def kept():
+                return rows, ids_t, state, finished, row_limits, row_lengths
 
-        done = tf.reduce_sum(tf.cast(finished, tf.int32))
-        # Once a quarter of the rows have finished (and while some have not).
-        gather = tf.logical_and(4 * done >= tf.size(finished), done < tf.size(finished))
-        rows, ids_t, state, finished, row_limits, row_lengths = tf.cond(gather, dropped, kept)
+            done = tf.reduce_sum(tf.cast(finished, tf.int32))
+            # Once a quarter of the rows have finished (and while some have not).
+            gather = tf.logical_and(4 * done >= tf.size(finished), done < tf.size(finished))
+            rows, ids_t, state, finished, row_limits, row_lengths = tf.cond(gather, dropped,
+                                                                            kept)
         return (step + 1, rows, ids_t, state, finished, row_limits, row_lengths, lengths,
                 scores, emitted)
 
@@ -359,8 +309,10 @@ def _compacting_search(step_fn, initial_state, batch_size, limits, max_steps, bo
                                         for v in loop_vars[1:7]),
                   lengths.shape, scores.shape, tf.TensorShape(None))
     *_, lengths, scores, emitted = tf.while_loop(
-        keep_going, decode_step, loop_vars, shape_invariants=invariants,
+        keep_going, decode_step, loop_vars, shape_invariants=invariants if compact else None,
         maximum_iterations=max_steps)
+    # Steps the loop did not reach are left unwritten and stack as zeros; the mask
+    # writes PAD_ID there explicitly (`_emitted_ids`).
 
     ids = _emitted_ids(emitted, max_steps, batch_size, lengths)
     return ids, lengths, scores
