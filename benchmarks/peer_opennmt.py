@@ -5,7 +5,8 @@ shape, one after the other, on the same cleaned splits cut into the same
 SentencePiece pieces, for the same number of steps; then prints, for each:
 greedy dev BLEU every `--eval-every` steps (sacrebleu against the stripped
 references the zoo trains on), training target tokens/s and greedy decoding
-sentences/s (whole process, `--decode-copies` copies of the dev set), and
+sentences/s (whole process, `--decode-copies` copies of the dev set, the median of
+`--decode-repeats` runs per side, alternated), and
 our/peer ratios (above 1: we are faster), and the GFLOP/s of both (matrix products
 counted from the shapes, `forward_flops`) against this machine's float32 matmul speed
 (`matmul_peak_gflops`). Writes JSON with `train_ratio` and `decode_ratio` for each seed
@@ -42,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import REPO_ROOT, benchmark_parser  # noqa: E402
 
-QUICK = {"steps": 100, "eval_every": 100, "decode_copies": 2}
+QUICK = {"steps": 100, "eval_every": 100, "decode_copies": 2, "decode_repeats": 1}
 PEER_SPECIALS = 4  # OpenNMT-py adds <unk> <blank> <s> </s> to a vocabulary file
 # OpenNMT-py's log line: "Step 50/ 1500; acc: 9.1; ppl: 812.3; xent: 6.7; lr: 0.00500;
 # sents: 1234; bsz: 29/34/43; 4096/5904 tok/s; 17 sec;"
@@ -464,12 +465,21 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
         dev_pieces = f.read()
     with open(pieces, "w", encoding="utf-8") as f:
         f.write(dev_pieces * copies)
-    ours = our_translate(ours_dir, text, os.path.join(ours_dir, "decode_output.txt"))
-    _, peer = peer_translate(os.path.dirname(args.peer_python),
-                             os.path.join(peer_dir, f"model_step_{steps}.pt"), pieces,
-                             os.path.join(peer_dir, "decode"), data["tokenizer"])
-    log(f"[decode] {len(sources)} sentences: ours {ours:.1f} s, peer {peer:.1f} s")
+    # Alternated (ours, peer, ours, peer, ...) so that a slow spell of the machine
+    # falls on both sides; each side's median process time is its speed.
+    times = {"ours": [], "peer": []}
+    for _ in range(args.decode_repeats):
+        times["ours"].append(
+            our_translate(ours_dir, text, os.path.join(ours_dir, "decode_output.txt")))
+        times["peer"].append(peer_translate(
+            os.path.dirname(args.peer_python), os.path.join(peer_dir, f"model_step_{steps}.pt"),
+            pieces, os.path.join(peer_dir, "decode"), data["tokenizer"])[1])
+    ours, peer = (statistics.median(times[side]) for side in ("ours", "peer"))
+    log(f"[decode] {len(sources)} sentences, median of {args.decode_repeats}: ours {ours:.1f} s "
+        f"({', '.join(f'{t:.1f}' for t in times['ours'])}), peer {peer:.1f} s "
+        f"({', '.join(f'{t:.1f}' for t in times['peer'])})")
     return {"sentences": len(sources), "ours_seconds": ours, "peer_seconds": peer,
+            "ours_seconds_each": times["ours"], "peer_seconds_each": times["peer"],
             "ours_sentences_per_second": len(sources) / ours,
             "peer_sentences_per_second": len(sources) / peer,
             **decode_token_counts(data["tokenizer"], pieces,
@@ -534,6 +544,8 @@ def main(argv=None):
                         help="dev BLEU every this many steps (both sides)")
     parser.add_argument("--decode-copies", type=int, default=8,
                         help="copies of the dev set (1,068 verses) decoded to time decoding")
+    parser.add_argument("--decode-repeats", type=int, default=3,
+                        help="whole-process decodes per side, alternated; the median is reported")
     parser.add_argument("--peer-python", default=os.environ.get(
         "TF_OUTHEADS_PEER_PYTHON", str(REPO_ROOT / "runs" / "peer-venv" / "bin" / "python")),
         help="python of the OpenNMT-py virtual environment (env TF_OUTHEADS_PEER_PYTHON)")
@@ -549,11 +561,13 @@ def main(argv=None):
                                                 / "peer_opennmt.json"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.steps, args.eval_every, args.decode_copies = (
-            QUICK["steps"], QUICK["eval_every"], QUICK["decode_copies"])
+        args.steps, args.eval_every, args.decode_copies, args.decode_repeats = (
+            QUICK["steps"], QUICK["eval_every"], QUICK["decode_copies"], QUICK["decode_repeats"])
     if args.steps % args.eval_every:
         parser.error(f"--steps must be a multiple of --eval-every. Received: "
                      f"--steps {args.steps}, --eval-every {args.eval_every}")
+    if args.decode_repeats < 1:
+        parser.error(f"--decode-repeats must be at least 1. Received: {args.decode_repeats}")
     if not os.path.exists(args.peer_python):
         parser.error(f"--peer-python {args.peer_python}: no such file; make the OpenNMT-py "
                      "environment first (benchmarks/README.md, 'Peer: OpenNMT-py')")

@@ -150,6 +150,44 @@ def test_flops_entry_and_decode_counts(peer, tmp_path):
         2 * entry["gflops"]["peer"]["decode"])
 
 
+def test_decode_speeds_alternate_the_sides_and_take_medians(peer, tmp_path, monkeypatch):
+    calls, ours_times, peer_times = [], iter([30.0, 10.0, 20.0]), iter([5.0, 50.0, 40.0])
+
+    def ours(run_dir, source_text, output):
+        calls.append("ours")
+        pathlib.Path(output).write_text("x y\n" * 4)
+        return next(ours_times)
+
+    def theirs(bin_dir, checkpoint, pieces, prefix, tokenizer):
+        calls.append("peer")
+        pathlib.Path(prefix + ".hyp.sp").write_text("x y z\n" * 4)
+        return [], next(peer_times)
+
+    class Pieces:
+        def encode(self, lines):
+            return [line.split() for line in lines]
+
+    monkeypatch.setattr(peer, "our_translate", ours)
+    monkeypatch.setattr(peer, "peer_translate", theirs)
+    dev_pieces = tmp_path / "dev.sp"
+    dev_pieces.write_text("a b\nc\n")
+    data = {"splits": {"dev": type("Split", (), {"sources": ["a b", "c"]})()},
+            "files": {"dev.src": str(dev_pieces)}, "tokenizer": Pieces()}
+    args = type("Args", (), {"decode_copies": 2, "decode_repeats": 3,
+                             "peer_python": str(tmp_path / "bin" / "python")})()
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "peer").mkdir()
+    result = peer.decode_speeds(args, data, str(tmp_path / "ours"), str(tmp_path / "peer"), 100,
+                                log=lambda line: None)
+    assert calls == ["ours", "peer"] * 3
+    assert result["ours_seconds_each"] == [30.0, 10.0, 20.0]
+    assert result["ours_seconds"] == 20.0 and result["peer_seconds"] == 40.0
+    assert result["ours_sentences_per_second"] == pytest.approx(4 / 20.0)
+    assert result["peer_sentences_per_second"] == pytest.approx(4 / 40.0)
+    # Pieces + EOS: 2 copies of (2 + 1) + (1 + 1); the peer 4 lines of 3 + 1.
+    assert result["source_tokens"] == 10 and result["peer_output_tokens"] == 16
+
+
 def test_missing_peer_environment_is_named(tmp_path):
     missing = tmp_path / "nothing" / "python"
     result = subprocess.run([sys.executable, str(SCRIPT), "--peer-python", str(missing),
