@@ -23,8 +23,10 @@ class CommandError(ValueError):
 
 
 def parse_overrides(pairs):
-    """`--set section.key=value` strings → `{"section.key": value}` (Python literals
-    parsed, anything else kept as a string)."""
+    """`--set section.key=value` strings → `{"section.key": value}`: Python literals
+    and JSON (`{"output_structure": false}`) parsed, anything else kept as a string.
+    A value that opens a dict or list and parses as neither is refused (kept as a
+    string it would only fail later, as a strange name)."""
     overrides = {}
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
@@ -33,7 +35,14 @@ def parse_overrides(pairs):
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
-            value = raw  # a bare string such as head=tied
+            try:
+                value = json.loads(raw)
+            except ValueError as error:
+                if raw.lstrip()[:1] in ("{", "["):
+                    raise CommandError(
+                        f"--set {key}: the value is neither a Python literal nor JSON "
+                        f"({error}). Received: --set {pair}") from None
+                value = raw  # a bare string such as head=tied
         overrides[key] = value
     return overrides
 

@@ -128,6 +128,17 @@ def test_set_parses_python_literals_and_bare_strings():
     assert overrides == {"model.head": "softmax", "train.max_steps": 5, "train.max_minutes": None}
 
 
+def test_set_parses_json_values_and_refuses_a_broken_dict():
+    head = '{"class_name": "joint", "config": {"output_structure": false}}'
+    overrides = cli.parse_overrides([f"model.head={head}", "train.jit_compile=true"])
+    assert overrides == {"model.head": {"class_name": "joint",
+                                        "config": {"output_structure": False}},
+                         "train.jit_compile": True}
+    # Shell quoting ate the inner quotes: neither Python nor JSON; named, not kept.
+    with pytest.raises(cli.CommandError, match="--set model.head.*neither"):
+        cli.parse_overrides(["model.head={class_name:joint,config:{output_structure:False}}"])
+
+
 def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path, capsys):
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.train import read_split
