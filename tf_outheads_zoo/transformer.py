@@ -7,16 +7,18 @@ base, 6+6 layers, d_model 512, d_ff 2048, 8 heads) with every head of
 Data flow (docs/architecture.md):
     encode(source_ids)                 -> memory (B, S, d), source mask (B, S)
     decode(target_in, memory, mask)    -> h (B, T, d)   teacher forcing, one parallel pass
-    initial_decoding_state(source_ids, max_length)
+    initial_decoding_state(source_ids, max_length=None)
                                        -> state: cross-attention K/V (once), empty
-                                          self-attention K/V caches of max_length steps
+                                          self-attention K/V caches: growing, or
+                                          preallocated for max_length steps (XLA)
     make_step_fn(cache)(ids_t, state)  -> log-scores (B, V), state with step t written
     head(h)                            -> logits (B, T, V)
 
 Incremental decoding computes exactly what the parallel pass computes: position
-t's keys and values are written into preallocated caches, and the attention
-mask of step t is "written and not padding", which is the causal mask plus the
-target padding mask of the full pass (a test compares the two to 1e-5).
+t's keys and values are appended to the caches (or, preallocated, written at
+t), and the attention mask of step t is "written and not padding", which is the
+causal mask plus the target padding mask of the full pass (a test compares the
+two to 1e-5).
 """
 
 import math
@@ -122,8 +124,8 @@ class TransformerDecoderLayer(_Sublayers):
 
     The same `call` serves the parallel pass (`cache=None`: keys and values of
     every position) and one decoding step (`cache=(keys, values)` of shape
-    `(B, H, L, d / H)`: this step's key and value are written where `write`
-    is True).
+    `(B, H, L, d / H)`: this step's key and value are appended, or written
+    where `write` is True in a preallocated cache).
     """
 
     def __init__(self, *args, **kwargs):
@@ -151,8 +153,12 @@ class TransformerDecoderLayer(_Sublayers):
                 `(B, 1, 1, L)` (positions written so far that are not padding).
             cross_keys, cross_values: `(B, H, S, d / H)`, from the encoder output.
             cross_mask: bool `(B, 1, 1, S)`, source padding.
-            cache: `None`, or the self-attention `(keys, values)` `(B, H, L, d / H)`.
-            write: bool `(B, 1, L, 1)`, where this step's key and value go.
+            cache: `None`, or the self-attention `(keys, values)` `(B, H, L, d / H)`
+                of the positions before this step (growing), or of all positions
+                (preallocated).
+            write: `None`: this step's key and value are appended to `cache`
+                (`L + 1` positions out). Else bool `(B, 1, L, 1)`, where they go
+                in a preallocated cache.
 
         Returns:
             `(x (B, T, d), cross-attention weights (B, H, T, S) float32,
@@ -161,7 +167,10 @@ class TransformerDecoderLayer(_Sublayers):
         """
         y = self._sublayer_input(x, self.self_attention_norm)
         keys, values = self.self_attention.keys_values(y)
-        if cache is not None:
+        if cache is not None and write is None:
+            keys = ops.concatenate([cache[0], keys], axis=2)
+            values = ops.concatenate([cache[1], values], axis=2)
+        elif cache is not None:
             keys = ops.where(write, keys, cache[0])
             values = ops.where(write, values, cache[1])
         y, _ = self.self_attention.attend(y, keys, values, self_mask, training=training)
@@ -263,22 +272,31 @@ class TransformerDecoder(_Stack):
             return x, ops.mean(cross_weights, axis=1)
         return x
 
-    def initial_state(self, memory, source_mask, max_length):
-        """The decoding state of a batch (see `TransformerSeq2Seq.initial_decoding_state`)."""
+    def initial_state(self, memory, source_mask, max_length=None):
+        """The decoding state of a batch (see `TransformerSeq2Seq.initial_decoding_state`):
+        growing caches (`past_*`) without `max_length`, else preallocated ones (`self_*`)."""
         batch, source_length = ops.shape(memory)[0], ops.shape(memory)[1]
+        growing = max_length is None
+        prefix = "past" if growing else "self"
+        length = 0 if growing else max_length
+        # A growing cache's length is left unknown to the graph, so that a while_loop
+        # takes a state whose length changes at every step (no-op when eager).
+        unknown_length = _unknown_axis if growing else (lambda x, _: x)
         state = {
             "step": ops.zeros((batch,), dtype="int32"),
             "memory_mask": source_mask,
-            "self_mask": ops.zeros((batch, max_length), dtype="bool"),
+            f"{prefix}_mask": unknown_length(ops.zeros((batch, length), dtype="bool"), 1),
             "alignment": ops.zeros((batch, source_length), dtype="float32"),
         }
-        cache_shape = (batch, self.num_heads, max_length, self.model_dim // self.num_heads)
+        cache_shape = (batch, self.num_heads, length, self.model_dim // self.num_heads)
         for index, block in enumerate(self.blocks):
             keys, values = block.cross_attention.keys_values(memory)
             state[f"cross_keys_{index}"] = keys
             state[f"cross_values_{index}"] = values
-            state[f"self_keys_{index}"] = ops.zeros(cache_shape, dtype=keys.dtype)
-            state[f"self_values_{index}"] = ops.zeros(cache_shape, dtype=values.dtype)
+            state[f"{prefix}_keys_{index}"] = unknown_length(
+                ops.zeros(cache_shape, dtype=keys.dtype), 2)
+            state[f"{prefix}_values_{index}"] = unknown_length(
+                ops.zeros(cache_shape, dtype=values.dtype), 2)
         return state
 
     def step(self, x_t, ids_t, state):
@@ -289,37 +307,47 @@ class TransformerDecoder(_Stack):
         search does not reorder them.
         """
         step = state["step"]
-        cache_length = ops.shape(state["self_mask"])[1]
-        write = ops.equal(ops.arange(cache_length, dtype="int32")[None, :], step[:, None])  # (B, L)
-        self_mask = ops.where(write, ops.not_equal(ids_t, PAD_ID)[:, None], state["self_mask"])
+        written = ops.not_equal(ids_t, PAD_ID)[:, None]  # (B, 1)
+        if "past_mask" in state:  # growing caches: this step's position is appended
+            prefix, write_cache = "past", None
+            self_mask = ops.concatenate([state["past_mask"], written], axis=1)  # (B, t + 1)
+        else:  # preallocated for L steps: written at `step`
+            prefix = "self"
+            cache_length = ops.shape(state["self_mask"])[1]
+            write = ops.equal(ops.arange(cache_length, dtype="int32")[None, :],
+                              step[:, None])  # (B, L)
+            self_mask = ops.where(write, written, state["self_mask"])
+            write_cache = write[:, None, :, None]  # (B, 1, L, 1)
         attention_mask = self_mask[:, None, None, :]  # (B, 1, 1, L)
-        write_cache = write[:, None, :, None]  # (B, 1, L, 1)
         cross_mask = state["memory_mask"][:, None, None, :]
         new_state = dict(state)
         x, cross_weights = x_t, None
         for index, block in enumerate(self.blocks):
-            cache = (state[f"self_keys_{index}"], state[f"self_values_{index}"])
+            cache = (state[f"{prefix}_keys_{index}"], state[f"{prefix}_values_{index}"])
             x, cross_weights, (keys, values) = block(
                 x, attention_mask, state[f"cross_keys_{index}"], state[f"cross_values_{index}"],
                 cross_mask, cache=cache, write=write_cache, training=False)
-            new_state[f"self_keys_{index}"] = keys
-            new_state[f"self_values_{index}"] = values
-        new_state.update(
-            step=step + 1,
-            self_mask=self_mask,
-            alignment=ops.mean(cross_weights, axis=1)[:, 0],  # (B, S)
-        )
+            new_state[f"{prefix}_keys_{index}"] = keys
+            new_state[f"{prefix}_values_{index}"] = values
+        new_state.update({
+            "step": step + 1,
+            f"{prefix}_mask": self_mask,
+            "alignment": ops.mean(cross_weights, axis=1)[:, 0],  # (B, S)
+        })
         return self._final(x)[:, 0], new_state
+
+
+def _unknown_axis(x, axis):
+    """`x` with its static size on `axis` unknown (a growing cache), in a graph."""
+    if tf.executing_eagerly():
+        return x
+    shape = x.shape.as_list()
+    return tf.raw_ops.PlaceholderWithDefault(
+        input=x, shape=shape[:axis] + [None] + shape[axis + 1:])
 
 
 def _decoding_length(max_length):
     """The cache length for `max_length` decoding steps: an int, or an int32 scalar tensor."""
-    if max_length is None:
-        raise ValueError(
-            "TransformerSeq2Seq.initial_decoding_state needs `max_length`, the number of "
-            "decoding steps the search will run (the search's `max_length`, its maximum "
-            "when it is per sentence): the self-attention key/value caches are preallocated "
-            "to that length. Received: max_length=None")
     if isinstance(max_length, numbers.Integral) and not isinstance(max_length, bool):
         if max_length < 0:
             raise ValueError("`max_length` must be non-negative. "
@@ -502,34 +530,42 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
     # -- decoding contract ------------------------------------------------
     def initial_decoding_state(self, source_ids, max_length=None):
-        """The decoding state of a batch of sources, for `max_length` steps.
+        """The decoding state of a batch of sources.
 
         Args:
             source_ids: int `(B, S)`, padded with 0.
-            max_length: int, or int32 tensor: the number of decoding steps
-                the search will run (its `max_length`; with per-sentence
-                limits `(B,)`, their maximum is taken here). Required: the
-                self-attention caches are preallocated to this length, so
-                every state entry keeps its shape through `tf.while_loop`
-                (and XLA). A step past it would not be cached.
+            max_length: `None`, int or int32 tensor. `None` (what
+                `TranslationGraph` passes outside XLA): the self-attention
+                caches start empty and each step appends its position, as
+                OpenNMT-py's and fairseq's do, so a step attends over the
+                positions decoded so far only; their length is unknown to the
+                graph, which `tf.while_loop` accepts. Otherwise the number of
+                decoding steps the search will run (its `max_length`; with
+                per-sentence limits `(B,)`, their maximum is taken): the caches
+                are preallocated to that length and every state entry keeps
+                its shape, as XLA needs. A step past it would not be cached.
+                Both give the same results. Defaults to `None`.
 
         Returns:
             dict of tensors, each with leading dimension B:
             `step` `(B,)` int32, the position the next step writes;
             `memory_mask` `(B, S)` bool, source padding;
-            `self_mask` `(B, L)` bool, positions written so far that are not
-            padding; `alignment` `(B, S)` float32, the last step's
-            cross-attention of the last layer averaged over heads (beam
-            search's coverage penalty reads it); per decoder layer `i`:
-            `cross_keys_i`, `cross_values_i` `(B, H, S, d/H)`, computed once
-            here and returned unchanged by every step (beam search does not
-            reorder them), and `self_keys_i`, `self_values_i`
-            `(B, H, L, d/H)`, the caches. `L = max(max_length, 1)`.
+            `alignment` `(B, S)` float32, the last step's cross-attention of
+            the last layer averaged over heads (beam search's coverage
+            penalty reads it); per decoder layer `i`: `cross_keys_i`,
+            `cross_values_i` `(B, H, S, d/H)`, computed once here and
+            returned unchanged by every step (beam search does not reorder
+            them). The caches, growing: `past_mask` `(B, t)` bool, positions
+            decoded so far that are not padding, and `past_keys_i`,
+            `past_values_i` `(B, H, t, d/H)`, t = 0 here; preallocated:
+            `self_mask` `(B, L)` (positions written so far that are not
+            padding), `self_keys_i`, `self_values_i` `(B, H, L, d/H)`,
+            `L = max(max_length, 1)`.
 
         Raises:
-            ValueError: `max_length` is `None` or negative.
+            ValueError: `max_length` is negative.
         """
-        cache_length = _decoding_length(max_length)
+        cache_length = None if max_length is None else _decoding_length(max_length)
         memory, source_mask = self.encode(source_ids, training=False)
         return self.decoder.initial_state(memory, source_mask, cache_length)
 

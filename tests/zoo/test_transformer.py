@@ -110,9 +110,19 @@ def real_sources(bible_slice, tokenizer):
 
 # -- the decoding contract: the cache computes the parallel pass -----------------------------
 
+# The two self-attention caches: appended to at each step (`max_length=None`, what
+# decoding outside XLA uses), or preallocated for a number of steps (static shapes).
+CACHES = ["growing", "preallocated"]
+
+
+def cache_length(cache, max_length):
+    return None if cache == "growing" else max_length
+
+
+@pytest.mark.parametrize("cache", CACHES)
 @pytest.mark.parametrize("head", ["softmax", "tied", "joint"])
 @pytest.mark.parametrize("norm", NORMS)
-def test_cached_steps_equal_the_teacher_forced_pass(norm, head):
+def test_cached_steps_equal_the_teacher_forced_pass(norm, head, cache):
     model = make_model(head, norm)
     source, target_in = make_batch()
     logits = logits_of(model, source, target_in)
@@ -120,14 +130,20 @@ def test_cached_steps_equal_the_teacher_forced_pass(norm, head):
     assert logits.shape == (3, 5, TARGET_VOCAB) and alignments.shape == (3, 5, 6)
 
     steps = target_in.shape[1]
-    state = model.initial_decoding_state(source, max_length=steps + 3)  # room to spare
+    # Preallocated with room to spare.
+    state = model.initial_decoding_state(source, max_length=cache_length(cache, steps + 3))
     step_fn = model.make_step_fn()
     step_scores = []
     for t in range(steps):
         scores, new_state = step_fn(target_in[:, t], state)
         assert set(new_state) == set(state)
         for key in state:
-            assert tuple(new_state[key].shape) == tuple(state[key].shape), key
+            grown = tuple(state[key].shape)
+            if key.startswith("past_"):  # (B, t) mask, (B, H, t, d / H) keys and values
+                axis = 1 if key == "past_mask" else 2
+                assert grown[axis] == t, key
+                grown = grown[:axis] + (t + 1,) + grown[axis + 1:]
+            assert tuple(new_state[key].shape) == grown, key
         # What never changes is passed through: beam search does not reorder it.
         for key in state:
             if key == "memory_mask" or key.startswith("cross_"):
@@ -142,12 +158,14 @@ def test_cached_steps_equal_the_teacher_forced_pass(norm, head):
     np.testing.assert_allclose(alignments.sum(-1), 1.0, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cache", CACHES)
 @pytest.mark.parametrize("norm", NORMS)
-def test_greedy_on_the_cache_equals_repeated_full_passes(norm):
+def test_greedy_on_the_cache_equals_repeated_full_passes(norm, cache):
     model = make_model("tied", norm, seed=3)
     source, _ = make_batch(1)
     max_length = 8
-    result = greedy_search(model.make_step_fn(), model.initial_decoding_state(source, max_length),
+    result = greedy_search(model.make_step_fn(),
+                           model.initial_decoding_state(source, cache_length(cache, max_length)),
                            3, max_length)
     # The same search, one full forward pass over the whole prefix per step.
     target_in = np.full((3, 1), BOS_ID, np.int32)
@@ -166,7 +184,8 @@ def test_greedy_on_the_cache_equals_repeated_full_passes(norm):
     assert len({tuple(row) for row in result.ids.numpy()}) > 1  # source-dependent
 
 
-def test_beam_search_hypotheses_score_what_the_full_pass_scores():
+@pytest.mark.parametrize("cache", CACHES)
+def test_beam_search_hypotheses_score_what_the_full_pass_scores(cache):
     model = make_model("softmax", "pre", seed=5)
     source, _ = make_batch(2)
     max_length, k = 7, 3
@@ -180,7 +199,8 @@ def test_beam_search_hypotheses_score_what_the_full_pass_scores():
     np.testing.assert_array_equal(one.ids[:, 0], greedy.ids)
     np.testing.assert_allclose(one.log_probs[:, 0], greedy.scores, rtol=1e-5)
 
-    beam = beam_search(model.make_step_fn(), model.initial_decoding_state(source, max_length),
+    beam = beam_search(model.make_step_fn(),
+                       model.initial_decoding_state(source, cache_length(cache, max_length)),
                        3, k, max_length, num_hypotheses=k, coverage_penalty=0.2)
     ids, lengths = beam.ids.numpy(), beam.lengths.numpy()
     assert ids.shape == (3, k, max_length)
@@ -212,11 +232,39 @@ def test_decoding_compiles_with_xla_and_equals_eager():
     np.testing.assert_allclose(compiled.scores, eager.scores, rtol=1e-5)
 
 
-def test_initial_decoding_state_needs_max_length():
+@pytest.mark.parametrize("width", [1, 3])
+def test_growing_caches_in_a_graph_decode_as_preallocated_ones(width):
+    """In a tf.function the growing caches' length is unknown to the graph (the
+    while_loop takes them), and greedy search also drops finished rows."""
+    model = make_model("tied", "pre", seed=6)
+    source, _ = make_batch(2)
+    bias = np.zeros(TARGET_VOCAB, np.float32)
+    bias[EOS_ID] = 1.0  # rows finish at different steps: the greedy search compacts
+    model.head.bias.assign(bias)
+    limits = tf.constant([9, 4, 9])
+
+    def decode(length):
+        state = model.initial_decoding_state(source, max_length=length)
+        if width == 1:
+            result = greedy_search(model.make_step_fn(), state, 3, limits, compact=True)
+            return result.ids, result.scores
+        result = beam_search(model.make_step_fn(), state, 3, width, limits, num_hypotheses=width)
+        return result.ids, result.log_probs
+
+    growing = tf.function(lambda: decode(None), autograph=False)()
+    preallocated = decode(9)
+    np.testing.assert_array_equal(growing[0], preallocated[0])
+    np.testing.assert_allclose(growing[1], preallocated[1], rtol=1e-5, atol=1e-5)
+    lengths = (growing[0].numpy() != PAD_ID).sum(-1).reshape(-1)
+    assert len(set(lengths)) > 1  # rows of different lengths
+
+
+def test_initial_decoding_state_takes_a_max_length_or_grows():
     model = make_model()
     source, _ = make_batch()
-    with pytest.raises(ValueError, match="needs `max_length`.*Received: max_length=None"):
-        model.initial_decoding_state(source)
+    state = model.initial_decoding_state(source)
+    assert tuple(state["past_keys_0"].shape) == (3, HEADS, 0, D // HEADS)
+    assert tuple(state["past_mask"].shape) == (3, 0) and "self_mask" not in state
     with pytest.raises(ValueError, match="Received: max_length=-1"):
         model.initial_decoding_state(source, max_length=-1)
     state = model.initial_decoding_state(source, max_length=tf.constant([4, 9, 2]))

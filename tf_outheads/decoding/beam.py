@@ -591,8 +591,12 @@ def beam_search(
             finished_lengths=finished_lengths,
             done=done,
         )
-        # Keep every loop variable's static shape (top_k and gathers may
-        # lose a static batch size the loop entered with).
+        # Keep every loop variable's static shape in a graph (top_k and gathers
+        # may lose a static batch size the loop entered with). A size the state
+        # entered unknown may change (a model's growing cache); eagerly every
+        # shape is concrete and nothing is lost.
+        if tf.executing_eagerly():
+            return (new_loop,)
         return (
             tf.nest.map_structure(
                 lambda new, old: tf.ensure_shape(new, old.shape),

@@ -25,6 +25,7 @@ per-request options and the head cache frozen as variables at export.
 
 import tensorflow as tf
 
+from tf_outheads.compat import in_xla_context
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
@@ -286,8 +287,10 @@ class TranslationGraph:
                                             offset=self.max_length_offset)
         max_length = tf.where(num_pieces > 0, max_length, 0)
         step_fn = model.make_step_fn(cache)
-        # The search's loop bound (the largest per-row limit) sizes per-step caches.
-        state = model.initial_decoding_state(source_ids, max_length=tf.reduce_max(max_length))
+        # Under XLA the search's loop bound (the largest per-row limit) sizes per-step
+        # caches (static shapes); otherwise a model may let them grow step by step.
+        cache_length = tf.reduce_max(max_length) if in_xla_context() else None
+        state = model.initial_decoding_state(source_ids, max_length=cache_length)
         batch_size = tf.shape(source_ids)[0]
         if width == 1:
             # Finished sentences leave the computed batch (not under XLA).

@@ -65,10 +65,13 @@ class AuxiliaryHead(typing.Protocol):
 class DecodingModel(typing.Protocol):
     """What greedy search, beam search, `Translator` and the export need of a model.
 
-    - `initial_decoding_state(source_ids, max_length)`: a dict of tensors,
-      each with leading dimension `B`, for `max_length` steps.
+    - `initial_decoding_state(source_ids, max_length=None)`: a dict of tensors,
+      each with leading dimension `B`. With `max_length` (under XLA), for that
+      many steps, every entry keeping its shape; without it, an entry may grow
+      at each step along an axis it leaves unknown to the graph (a cache).
     - `make_step_fn(cache=None)` → `step_fn(ids_t (B,), state) → (log-scores
-      (B, V) float32, new state of the same structure and shapes)`.
+      (B, V) float32, new state of the same structure and shapes, but for the
+      sizes the initial state left unknown)`.
     - `source_alignments(source_ids, target_in)` → attention `(B, T, S)`
       float32 (`<unk>` replacement).
     - `head`: the output layer (`OutputHead`); `auxiliary_heads()`: `{name:

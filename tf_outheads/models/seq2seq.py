@@ -142,7 +142,8 @@ class Seq2SeqModel(HeadLossMixin, keras.Model):
         return self.head_outputs(h, training)
 
     def initial_decoding_state(self, source_ids, max_length=None):
-        """The decoding state of a batch of sources, for `max_length` steps."""
+        """The decoding state of a batch of sources (`DecodingModel`: `max_length` under
+        XLA, for caches of that many steps; `None` elsewhere)."""
         raise NotImplementedError
 
     def decoder_step(self, ids_t, state):
