@@ -11,6 +11,7 @@
 #   - transformer-base shape: 6+6 layers, 512 / 2048, 8 heads, |V| 32000, dropout 0.1;
 #   each in float32, mixed_float16 and mixed_bfloat16, with the trainer's graph step
 #   (tf_outheads) and its XLA step (tf_outheads-xla).
+# First, on a GPU, the tests of the cuDNN paths against the loops (values and gradients).
 # Decoding (benchmarks/decode.py; sentences/s, greedy and beam 4): untrained lstm-pappas and
 #   transformer-base models on 512 dev sentences (an untrained model rarely stops early, so
 #   sentences/s are a lower bound; tokens/s compare).
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
         --dry-run) dry_run=1 ;;
         --out) out="$2"; shift ;;
         --python) python="$2"; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "gpu.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -70,6 +71,15 @@ run() {
     echo "== $name: $*"
     "$python" "$@" --output "$out/$name.json"
 }
+
+if [ "$dry_run" = 0 ]; then
+    # The cuDNN paths (the encoder's Keras layers, the decoder without input feeding
+    # through tf_outheads.ops.sequence_lstm) against the loops, on this GPU: values and
+    # gradients. On a CPU these tests exercise the fallbacks only.
+    echo "== cuDNN paths against the loops (pytest)"
+    (cd "$here/.." && "$python" -m pytest -q -p no:cacheprovider tests/ops/test_recurrent.py \
+        -k "whole_sequence or sequence_lstm or fused_encoder")
+fi
 
 run training-lstm-pappas "$here/training.py" $quick --model lstm "${lstm_sizes[@]}" \
     --loops "$loops" --heads "$lstm_heads" --precision "$precisions"

@@ -21,7 +21,7 @@ from keras import ops
 from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import MASKED_LOGIT, LuongAttention
-from tf_outheads.ops.recurrent import attentional_lstm, masked_lstm
+from tf_outheads.ops.recurrent import attentional_lstm, masked_lstm, sequence_lstm
 from tf_outheads.models.seq2seq import Seq2SeqModel
 
 
@@ -140,6 +140,12 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
     with `fused = False` (an attribute, for checks) or `return_alignments`, as a
     `tf.while_loop` of `_step` that autodiff differentiates. Both give the same
     values and gradients (tests/ops/test_recurrent.py).
+
+    Without input feeding the recurrence does not depend on the attention. Where a
+    GPU is visible (`cudnn`, an attribute), teacher forcing then runs each layer
+    over the whole sequence in one cuDNN call (`tf_outheads.ops.sequence_lstm`, on
+    the cells' weights) and attends at every step at once; the same values and
+    gradients (tests/zoo/test_lstm.py, through the op's loop on a CPU).
     """
 
     def __init__(self, embedding, num_layers, hidden_dim, attention_score="general",
@@ -171,6 +177,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         )
         self.seed_generator = keras.random.SeedGenerator(seed=None)
         self.fused = True
+        self.cudnn = bool(tf.config.list_logical_devices("GPU"))
 
     def build(self, memory_dim):
         input_dim = self.embedding.output_dim + (self.hidden_dim if self.input_feeding else 0)
@@ -236,6 +243,8 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
             keep = keras.random.uniform(shape, seed=self.seed_generator) >= self.dropout
             noise = ops.cast(keep, embedded.dtype) / (1.0 - self.dropout)
             noise = ops.transpose(noise, (2, 0, 1, 3))  # (T, L, B, H)
+        if self.cudnn and not self.input_feeding and not return_alignments:
+            return self._sequence_call(embedded, state, noise)
         if self.fused and not return_alignments:
             return self._fused_call(embedded, state, noise, training)
         xs = ops.transpose(embedded, (1, 0, 2))  # (T, B, E)
@@ -273,6 +282,24 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         if return_alignments:
             return outputs, ops.transpose(arrays[1].stack(), (1, 0, 2))  # (B, T, S)
         return outputs
+
+    def _sequence_call(self, embedded, state, noise):
+        """`call` without input feeding: each layer over the whole sequence
+        (`sequence_lstm`: cuDNN where a GPU is visible), then the attention of every
+        step at once; the dropout masks of `noise` `(T, L, B, H)` as the loop uses them."""
+        dtype = embedded.dtype
+        x = embedded
+        for index, lstm_cell in enumerate(self.cells):
+            if index > 0 and noise is not None:
+                x = x * ops.transpose(noise[:, index - 1], (1, 0, 2))
+            x = sequence_lstm(x, state["hidden"][:, index], state["cell"][:, index],
+                              ops.cast(lstm_cell.kernel, dtype),
+                              ops.cast(lstm_cell.recurrent_kernel, dtype),
+                              ops.cast(lstm_cell.bias, dtype))
+        attentional, _ = self.attention(x, state["memory"], state["keys"], state["memory_mask"])
+        if noise is not None:
+            attentional = attentional * ops.transpose(noise[:, -1], (1, 0, 2))
+        return attentional  # (B, T, H)
 
     def _fused_call(self, embedded, state, noise, training):
         """`call` by `tf_outheads.ops.attentional_lstm`: the same math, its

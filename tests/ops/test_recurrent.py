@@ -1,4 +1,4 @@
-"""`tf_outheads.ops.attentional_lstm` and `masked_lstm`: the fused teacher-forced decoder
+"""`tf_outheads.ops.attentional_lstm`, `masked_lstm` and `sequence_lstm`: the fused teacher-forced decoder
 and encoder recurrences and their hand-written gradients, against autodiff of the
 per-step decoder loop (`AttentionalLSTMDecoder` with `fused = False`) and of Keras' LSTM
 layers (`LSTMEncoder` with `fused = False`) on the same weights and dropout masks, and
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_outheads.ops.recurrent import attentional_lstm, masked_lstm
+from tf_outheads.ops.recurrent import attentional_lstm, masked_lstm, sequence_lstm
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 B, S, T = 4, 7, 6
@@ -75,6 +75,46 @@ def test_fused_decoder_matches_autodiff_of_the_step(num_layers, input_feeding, a
     fused = outputs_and_gradients(model, source, target_in, weights, fused=True)
     assert sum(g is not None for g in fused[1]) >= 8
     assert_same(model, reference, fused)
+
+
+@pytest.mark.parametrize("num_layers,attention_score,dropout",
+                         [(1, "general", 0.3), (2, "dot", 0.0), (3, "general", 0.3)])
+def test_whole_sequence_decoder_without_input_feeding_matches_the_step(num_layers,
+                                                                       attention_score,
+                                                                       dropout):
+    """The cuDNN path (`cudnn`, on where a GPU is visible) runs here through
+    `sequence_lstm`'s loop: the same h̃ and gradients as autodiff of the step loop,
+    with the same dropout masks."""
+    model, source, target_in, weights = make(num_layers, False, attention_score, dropout)
+    assert model.decoder.cudnn == bool(tf.config.list_logical_devices("GPU"))
+    model.decoder.cudnn = False
+    reference = outputs_and_gradients(model, source, target_in, weights, fused=False)
+    model.decoder.cudnn = True
+    whole = outputs_and_gradients(model, source, target_in, weights, fused=True)
+    assert sum(g is not None for g in whole[1]) >= 8
+    assert_same(model, reference, whole)
+    # Input feeding needs the step: the flag changes nothing there.
+    model, source, target_in, weights = make(num_layers, True, attention_score, dropout)
+    model.decoder.cudnn = True
+    calls = []
+    model.decoder._sequence_call = lambda *args: calls.append(args)
+    model.teacher_forced(source, target_in)
+    assert not calls
+
+
+def test_sequence_lstm_is_keras_lstm_layer():
+    rng = np.random.default_rng(4)
+    inputs = rng.normal(size=(3, 5, 6)).astype("float32")
+    hidden, cell = (rng.normal(size=(3, 7)).astype("float32") for _ in range(2))
+    layer = keras.layers.LSTM(7, return_sequences=True)
+    layer.build(inputs.shape)
+    for weight in layer.weights:  # non-zero biases as well
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.5)
+    expected = layer(inputs, initial_state=[hidden, cell])
+    cell_weights = layer.cell
+    actual = sequence_lstm(inputs, hidden, cell, cell_weights.kernel,
+                           cell_weights.recurrent_kernel, cell_weights.bias)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_fused_decoder_under_xla_matches_the_graph():

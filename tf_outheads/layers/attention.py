@@ -33,13 +33,15 @@ class LuongAttention(keras.layers.Layer):
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
-        query: `(B, d_q)` decoder top-layer state hₜ.
+        query: `(B, d_q)` decoder top-layer state hₜ, or `(B, T, d_q)`: the states
+            of T steps at once (a decoder without input feeding).
         memory: `(B, S, d_m)` encoder outputs.
         keys: `(B, S, d_q)` from `memory_keys(memory)`.
         memory_mask: `(B, S)` 1 for real source tokens, 0 for padding.
 
     Returns:
-        `(attentional, alignment)`: `(B, units)` and `(B, S)` attention weights.
+        `(attentional, alignment)`: `(B, units)` and `(B, S)` attention weights
+        (`(B, T, units)` and `(B, T, S)` for T steps).
 
     References:
         Luong, Pham & Manning 2015, Eq. 5, 7, 8.
@@ -82,11 +84,14 @@ class LuongAttention(keras.layers.Layer):
         return ops.matmul(memory, ops.cast(self.memory_kernel, memory.dtype))
 
     def call(self, query, memory, keys, memory_mask):
-        scores = ops.einsum("bq,bsq->bs", query, keys)  # (B, S)
+        steps = "t" if len(query.shape) == 3 else ""  # one step, or T at once
+        scores = ops.einsum(f"b{steps}q,bsq->b{steps}s", query, keys)  # (B, [T,] S)
         scores = ops.cast(scores, "float32")
-        scores = scores + (1.0 - ops.cast(memory_mask, "float32")) * MASKED_LOGIT
+        mask_bias = (1.0 - ops.cast(memory_mask, "float32")) * MASKED_LOGIT
+        scores = scores + (mask_bias[:, None] if steps else mask_bias)
         alignment = ops.softmax(scores, axis=-1)
-        context = ops.einsum("bs,bsm->bm", ops.cast(alignment, memory.dtype), memory)
+        context = ops.einsum(f"b{steps}s,bsm->b{steps}m", ops.cast(alignment, memory.dtype),
+                             memory)
         attentional = ops.tanh(
             ops.matmul(
                 ops.concatenate([context, query], axis=-1),

@@ -407,3 +407,44 @@ def _masked_lstm(directions, differentiable):
 
 
 __all__ = ["attentional_lstm", "masked_lstm"]
+
+
+def sequence_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
+    """One LSTM layer over a whole sequence from given initial states, with cuDNN's
+    kernel where it can run.
+
+    The cell math of `keras.layers.LSTMCell` (tanh, sigmoid, gate order i, f, c, o),
+    no mask: the sequence runs to its end, so a decoder's outputs at its padding are
+    computed (and ignored by the loss) rather than skipped. Where a GPU is visible,
+    Keras' TensorFlow backend runs it as one cuDNN call on these weights (what
+    `keras.layers.LSTM` does); where it cannot (no GPU, no cuDNN), as a
+    `tf.while_loop` of the cell that autodiff differentiates.
+
+    Args:
+        inputs: `(B, T, D)`.
+        hidden, cell: `(B, H)`, the initial states.
+        kernel: `(D, 4H)`; recurrent_kernel: `(H, 4H)`; bias: `(4H,)`.
+
+    Returns:
+        `(B, T, H)`, the hidden state of every step.
+    """
+    if tf.config.list_logical_devices("GPU"):
+        # Keras' own cuDNN path (keras.layers.LSTM.inner_loop): a private function,
+        # kept to this one call; NotImplementedError where cuDNN cannot run it.
+        from keras.src.backend.tensorflow.rnn import lstm as keras_lstm
+
+        try:
+            _, outputs, _ = keras_lstm(inputs, hidden, cell, None, kernel, recurrent_kernel,
+                                       bias, tf.tanh, tf.sigmoid, return_sequences=True)
+            return outputs
+        except NotImplementedError:
+            pass
+    xw = tf.transpose(tf.matmul(inputs, kernel) + bias, (1, 0, 2))  # (T, B, 4H)
+
+    def step(carry, xw_t):
+        h, c = carry
+        _, c, _, h = _cell(xw_t + tf.matmul(h, recurrent_kernel), c)
+        return h, c
+
+    outputs, _ = tf.scan(step, xw, initializer=(hidden, cell))
+    return tf.transpose(outputs, (1, 0, 2))
