@@ -432,11 +432,13 @@ def _variant_score(run_dir, split, variant):
     return corpus_bleu(read_lines(path), run_references(run_dir, split)).score
 
 
-def _paired_p(baseline_dir, run_dir, split, variant, samples):
+def _paired_p(baseline_dir, run_dir, split, variant, samples, references_dir=None):
+    """sacrebleu's paired test of `run_dir` against `baseline_dir`, on the references of
+    `references_dir` (default the baseline's; the arms of a study share them)."""
     from tf_outheads.metrics import paired_significance, read_lines
     from tf_outheads_zoo.compare import run_references
 
-    references = run_references(baseline_dir, split)
+    references = run_references(references_dir or baseline_dir, split)
     systems = [("baseline", read_lines(os.path.join(baseline_dir, _hyp_name(split, variant)))),
                ("system", read_lines(os.path.join(run_dir, _hyp_name(split, variant))))]
     return paired_significance(systems, references, samples=samples)[1]
@@ -639,16 +641,37 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
             verdict = ("**not comparable yet** (data settings differ: "
                        f"{', '.join(differences)})")
         else:
-            verdict = claim_verdict(summary.get(claim.arm), summary.get(claim.baseline), claim)
+            arm = summary.get(claim.arm)
+            if arm and claim.baseline != study.baseline and runs[claim.baseline]:
+                # The table's tests are against the study's baseline: this claim's pair
+                # gets its own, seed by seed.
+                arm = _paired_against(arm, runs[claim.arm], runs[claim.baseline], samples,
+                                      references_runs=baseline_runs)
+            verdict = claim_verdict(arm, summary.get(claim.baseline), claim)
         lines.append(f"- {claim.text} (paper: {claim.paper_delta}): {verdict}")
     return "\n".join(lines) + "\n"
+
+
+def _paired_against(arm, arm_runs, baseline_runs, samples, references_runs=None):
+    """`arm`'s summary with its test deltas and paired p-values against another arm's
+    runs (each seed against that arm's run of the same seed; the references of
+    `references_runs`' run of the seed where there is one: the study baseline's)."""
+    deltas, p_test = [], []
+    for seed, score in zip(arm["seeds"], arm["test"]):
+        if seed in baseline_runs:
+            deltas.append(score - _variant_score(baseline_runs[seed], "test", None))
+            p_test.append(_paired_p(baseline_runs[seed], arm_runs[seed], "test", None,
+                                    samples, (references_runs or {}).get(seed)).p_value)
+    return dict(arm, deltas=deltas, p_test=p_test)
 
 
 def claim_verdict(arm, baseline, claim):
     """Whether a claim held: the arm beat the baseline on test BLEU in the mean, and
     significantly (p < 0.05 against the baseline's run of the same seed, that seed's
     run ahead) in most seeds; a "not worse" claim fails when the arm is behind in the
-    mean and significantly behind in most seeds. Against a baseline other than the study's, the means alone are compared."""
+    mean and significantly behind in most seeds. `arm["p_test"]` and `arm["deltas"]`
+    are its paired tests against the claim's baseline (`_paired_against` when that is
+    not the study's); without them, the means alone are compared."""
     if not arm or not baseline:
         return "**not measured yet**"
     if len(arm["seeds"]) < 3 or len(baseline["seeds"]) < 3:
@@ -656,7 +679,7 @@ def claim_verdict(arm, baseline, claim):
     else:
         scope = ""
     delta = statistics.fmean(arm["test"]) - statistics.fmean(baseline["test"])
-    if claim.baseline == _claim_study_baseline(claim) and arm["p_test"]:
+    if arm["p_test"]:
         # A seed counts when its paired test is significant in the claim's direction:
         # ahead of its baseline run for "beats", behind it for "not worse".
         sign = -1.0 if claim.kind == "not_worse" else 1.0
@@ -675,16 +698,10 @@ def claim_verdict(arm, baseline, claim):
             verdict = "**not reproduced**"
         direction = "behind" if claim.kind == "not_worse" else "ahead"
         return (f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU; significantly {direction} "
-                f"(p < {ALPHA}) in {significant} of {len(arm['p_test'])} seeds")
+                f"(p < {ALPHA}) in {significant} of {len(arm['p_test'])} seeds (p per seed "
+                f"{' / '.join(f'{p:.3f}' for p in arm['p_test'])})")
     verdict = "**holds in the mean**" if delta > 0 else "**not reproduced**"
     return f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU (no paired test against this arm)"
-
-
-def _claim_study_baseline(claim):
-    for study in STUDIES.values():
-        if claim in study.claims:
-            return study.baseline
-    return None
 
 
 def _markdown_table(rows):

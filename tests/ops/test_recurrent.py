@@ -1,5 +1,5 @@
-"""`tf_outheads.ops.attentional_lstm`, `masked_lstm` and `sequence_lstm`: the fused teacher-forced decoder
-and encoder recurrences and their hand-written gradients, against autodiff of the
+"""`tf_outheads.ops.attentional_lstm`, `masked_lstm` and `sequence_lstm`: the fused
+teacher-forced decoder and encoder recurrences and their hand-written gradients, against autodiff of the
 per-step decoder loop (`AttentionalLSTMDecoder` with `fused = False`) and of Keras' LSTM
 layers (`LSTMEncoder` with `fused = False`) on the same weights and dropout masks, and
 against finite differences."""

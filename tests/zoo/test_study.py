@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -26,7 +27,8 @@ def _toy_study(corpus):
               "sweep": Arm("lstm-tiny", overrides + (("model.dropout", 0.2),), core=False)},
         baseline="weak",
         claims=(Claim("strong beats weak", "strong", "weak", "+1 BLEU"),
-                Claim("weak beats strong", "weak", "strong", "+1 BLEU")),
+                Claim("weak beats strong", "weak", "strong", "+1 BLEU"),
+                Claim("strong beats sweep", "strong", "sweep", "+1 BLEU")),
         steps=4, eval_every=2, notes="Fabricated runs.")
 
 
@@ -106,6 +108,12 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     assert rows["weak"][5] == "—"  # the baseline is not tested against itself
     assert "strong beats weak (paper: +1 BLEU): **holds**" in text
     assert "weak beats strong (paper: +1 BLEU): **not reproduced**" in text
+    # Claims against another arm than the baseline get their own paired tests.
+    assert "no paired test" not in text
+    assert re.search(r"weak beats strong .* in 0 of 3 seeds \(p per seed (0\.0\d\d / ){2}"
+                     r"0\.0\d\d\)", text)
+    assert re.search(r"strong beats sweep .*only 1 seed\(s\): \*\*holds\*\*.* in 1 of 1 "
+                     r"seeds \(p per seed 0\.0\d\d\)", text)
     assert "bs:200" in text and "seed:12345" in text
     for figure in ("toy_dev_bleu.svg", "toy_loss.svg"):
         assert (tmp_path / "docs" / "results" / figure).exists()
@@ -281,7 +289,8 @@ def test_arms_trained_on_other_data_settings_are_not_compared(toy_runs, tmp_path
     assert "- `data.bucket_width`: 1 (weak 1, weak 2, weak 1234, sweep 1234); " \
            "8 (strong 1, strong 2, strong 1234)" in text
     assert "**holds**" not in text and "**not reproduced**" not in text
-    assert text.count("**not comparable yet** (data settings differ: data.bucket_width)") == 2
+    # Every claim.
+    assert text.count("**not comparable yet** (data settings differ: data.bucket_width)") == 3
 
 
 def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
