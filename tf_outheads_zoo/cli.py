@@ -1,10 +1,11 @@
 """`tf-outheads train | translate | evaluate | export` — a thin layer over the library.
 
-    tf-outheads train --preset lstm-cpu --run-dir runs/lstm-cpu
-    tf-outheads translate --run-dir runs/lstm-cpu --input src.txt --output hyp.txt
-    tf-outheads evaluate --hypotheses runs/lstm-cpu/test.hyp --split test --run-dir runs/lstm-cpu
-    tf-outheads export --run-dir runs/lstm-cpu --output exports/translator/1
-    tf-outheads average --run-dir runs/lstm-cpu --last 3
+    tf-outheads train --preset lstm-cpu-tied --run-dir runs/lstm-cpu-tied
+    tf-outheads translate --run-dir runs/lstm-cpu-tied --input src.txt --output hyp.txt
+    tf-outheads evaluate --hypotheses runs/lstm-cpu-tied/test.hyp --split test \
+        --run-dir runs/lstm-cpu-tied
+    tf-outheads export --run-dir runs/lstm-cpu-tied --output exports/translator/1
+    tf-outheads average --run-dir runs/lstm-cpu-tied --last 3
     tf-outheads presets [--markdown]
     tf-outheads study pappas; tf-outheads results --collect-from runs/study
 """

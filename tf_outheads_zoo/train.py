@@ -478,8 +478,8 @@ def prepare_target_vectors(data_config, train, target_tokenizer, run_dir, seed, 
     return table
 
 
-def run_training(preset_name=None, run_dir="runs/lstm-cpu", overrides=None, log=print,
-                 run_file=None):
+def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET), overrides=None,
+                 log=print, run_file=None):
     """Train, evaluate on dev and test, write translations; returns the results dict.
 
     `run_file`: a user's run file (YAML/JSON: `preset:` + the keys it changes,
