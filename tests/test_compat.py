@@ -65,6 +65,22 @@ def test_in_xla_context_sees_jit_compiled_tracing_only():
     assert seen == [True, False, True, False, False]
 
 
+def test_cudnn_lstm_is_keras_own_path_or_none_without_a_gpu():
+    rng = np.random.default_rng(0)
+    inputs = rng.normal(size=(2, 3, 5)).astype("float32")
+    hidden, cell = (rng.normal(size=(2, 4)).astype("float32") for _ in range(2))
+    layer = keras.layers.LSTM(4, return_sequences=True)
+    layer.build(inputs.shape)
+    weights = layer.cell
+    outputs = compat.cudnn_lstm(inputs, hidden, cell, weights.kernel, weights.recurrent_kernel,
+                                weights.bias)
+    if not tf.config.list_logical_devices("GPU"):
+        assert outputs is None
+    else:
+        np.testing.assert_allclose(outputs, layer(inputs, initial_state=[hidden, cell]),
+                                   rtol=1e-4, atol=1e-5)
+
+
 def test_no_other_module_reaches_into_keras_internals():
     found = subprocess.run(
         ["git", "grep", "-n", r"keras\.src\|_symbolic_build\|_aggregate_additional_loss"

@@ -26,6 +26,10 @@ ones `setup.cfg` pins (Keras 3.15).
   which fails (`AddN ... must have the same size and shape`) whenever the
   replicas' shares differ in size, e.g. an odd number of sentences on 2
   replicas; the override builds from the first replica's share instead.
+- `cudnn_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias)`: Keras' own
+  cuDNN call for an LSTM layer over a whole sequence (what `keras.layers.LSTM`
+  runs on a GPU), on given weights rather than a layer's; `None` where cuDNN
+  cannot run it (no GPU). `tf_outheads.ops.sequence_lstm` uses it.
 - `in_xla_context()` (a TensorFlow internal): whether the function being traced
   will be XLA-compiled (`tf.function(jit_compile=True)`, Keras' `jit_compile`,
   the trainer's `jit_compile`), for the ops that need static sizes there (the
@@ -36,8 +40,21 @@ import tensorflow as tf
 from keras.src.backend import set_keras_mask as _set_keras_mask
 from tensorflow.python.ops import control_flow_util as _control_flow_util
 
-__all__ = ["FirstReplicaBuild", "has_compiled_metrics", "in_xla_context", "loss_tracker",
-           "set_keras_mask", "symbolic_build"]
+__all__ = ["FirstReplicaBuild", "cudnn_lstm", "has_compiled_metrics", "in_xla_context",
+           "loss_tracker", "set_keras_mask", "symbolic_build"]
+
+
+def cudnn_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
+    """`(B, T, H)` outputs of Keras' cuDNN LSTM on these weights, or `None` where it
+    cannot run (Keras raises NotImplementedError there: no GPU, no cuDNN)."""
+    from keras.src.backend.tensorflow.rnn import lstm as keras_lstm
+
+    try:
+        _, outputs, _ = keras_lstm(inputs, hidden, cell, None, kernel, recurrent_kernel, bias,
+                                   tf.tanh, tf.sigmoid, return_sequences=True)
+    except NotImplementedError:
+        return None
+    return outputs
 
 
 def in_xla_context():

@@ -429,16 +429,12 @@ def sequence_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
         `(B, T, H)`, the hidden state of every step.
     """
     if tf.config.list_logical_devices("GPU"):
-        # Keras' own cuDNN path (keras.layers.LSTM.inner_loop): a private function,
-        # kept to this one call; NotImplementedError where cuDNN cannot run it.
-        from keras.src.backend.tensorflow.rnn import lstm as keras_lstm
+        # Keras' own cuDNN path (keras.layers.LSTM's), a Keras internal: compat.
+        from tf_outheads.compat import cudnn_lstm
 
-        try:
-            _, outputs, _ = keras_lstm(inputs, hidden, cell, None, kernel, recurrent_kernel,
-                                       bias, tf.tanh, tf.sigmoid, return_sequences=True)
+        outputs = cudnn_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias)
+        if outputs is not None:
             return outputs
-        except NotImplementedError:
-            pass
     xw = tf.transpose(tf.matmul(inputs, kernel) + bias, (1, 0, 2))  # (T, B, 4H)
 
     def step(carry, xw_t):
