@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.testing import lstm_layer_case
 from tf_outheads import compat
 
 
@@ -66,11 +67,7 @@ def test_in_xla_context_sees_jit_compiled_tracing_only():
 
 
 def test_cudnn_lstm_is_keras_own_path_or_none_without_a_gpu():
-    rng = np.random.default_rng(0)
-    inputs = rng.normal(size=(2, 3, 5)).astype("float32")
-    hidden, cell = (rng.normal(size=(2, 4)).astype("float32") for _ in range(2))
-    layer = keras.layers.LSTM(4, return_sequences=True)
-    layer.build(inputs.shape)
+    layer, inputs, hidden, cell = lstm_layer_case()
     weights = layer.cell
     outputs = compat.cudnn_lstm(inputs, hidden, cell, weights.kernel, weights.recurrent_kernel,
                                 weights.bias)

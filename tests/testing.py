@@ -266,3 +266,19 @@ def step_loss(loss, y_true, head, head_output=None, hidden=None, sample_weight=N
     outputs = StepOutputs(hidden, head, step=step, training=training, head_output=head_output)
     total, tokens = Objective(loss, None, {"logits": head})(y_true, outputs, sample_weight)
     return float(total), float(tokens)
+
+
+def lstm_layer_case(seed=0, batch=2, steps=3, input_dim=5, units=4, scale=None):
+    """A built `keras.layers.LSTM(units, return_sequences=True)` and inputs for it:
+    `(layer, inputs (batch, steps, input_dim), hidden, cell)`, the initial states
+    `(batch, units)` drawn from N(0, 1); `scale` redraws every weight from N(0, scale²)
+    (non-zero biases)."""
+    rng = np.random.default_rng(seed)
+    inputs = rng.normal(size=(batch, steps, input_dim)).astype("float32")
+    hidden, cell = (rng.normal(size=(batch, units)).astype("float32") for _ in range(2))
+    layer = keras.layers.LSTM(units, return_sequences=True)
+    layer.build(inputs.shape)
+    if scale is not None:
+        for weight in layer.weights:
+            weight.assign(rng.normal(size=weight.shape).astype("float32") * scale)
+    return layer, inputs, hidden, cell

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.testing import lstm_layer_case
 from tf_outheads.ops.recurrent import attentional_lstm, masked_lstm, sequence_lstm
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
@@ -103,17 +104,12 @@ def test_whole_sequence_decoder_without_input_feeding_matches_the_step(num_layer
 
 
 def test_sequence_lstm_is_keras_lstm_layer():
-    rng = np.random.default_rng(4)
-    inputs = rng.normal(size=(3, 5, 6)).astype("float32")
-    hidden, cell = (rng.normal(size=(3, 7)).astype("float32") for _ in range(2))
-    layer = keras.layers.LSTM(7, return_sequences=True)
-    layer.build(inputs.shape)
-    for weight in layer.weights:  # non-zero biases as well
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.5)
+    layer, inputs, hidden, cell = lstm_layer_case(seed=4, steps=5, input_dim=6, units=7,
+                                                  scale=0.5)
     expected = layer(inputs, initial_state=[hidden, cell])
-    cell_weights = layer.cell
-    actual = sequence_lstm(inputs, hidden, cell, cell_weights.kernel,
-                           cell_weights.recurrent_kernel, cell_weights.bias)
+    weights = layer.cell
+    actual = sequence_lstm(inputs, hidden, cell, weights.kernel, weights.recurrent_kernel,
+                           weights.bias)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
 
 
