@@ -490,6 +490,9 @@ def _data_settings(data, sizes=None):
     shuffle buffer or tokenizer sample at least that large (or None: all of it) is
     the same setting, `"all"`: the same batches, the same pieces."""
     data = dict(data)
+    # ReWE's frozen target vectors are its method's input (trained on the same
+    # training targets), not a difference in the data every arm sees.
+    data.pop("target_vectors", None)
     data["corpus"] = os.path.basename(str(data["corpus"]))
     size = (sizes or {}).get(data["corpus"]) if data.get("train") is None else None
     for key in ("shuffle_buffer", "tokenizer_sample"):

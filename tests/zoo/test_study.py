@@ -302,6 +302,9 @@ def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
     stored["data"]["corpus"] = "/elsewhere/" + os.path.basename(stored["data"]["corpus"])
     with open(path, "w") as f:
         json.dump(stored, f)
+    stored["data"]["target_vectors"] = {"dim": 300, "epochs": 5, "path": None}  # ReWE's
+    with open(path, "w") as f:
+        json.dump(stored, f)
     runs = {arm: study_module._finished_runs(toy_runs, study, arm) for arm in study.arms}
     assert study_module.data_differences(runs) == {}
     assert "Not comparable" not in study_module.study_report("toy", toy_runs, None, samples=50)
