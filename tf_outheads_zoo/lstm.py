@@ -145,7 +145,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
     GPU is visible (`cudnn`, an attribute), teacher forcing then runs each layer
     over the whole sequence in one cuDNN call (`tf_outheads.ops.sequence_lstm`, on
     the cells' weights) and attends at every step at once; the same values and
-    gradients (tests/zoo/test_lstm.py, through the op's loop on a CPU).
+    gradients (tests/ops/test_recurrent.py, through the op's loop on a CPU).
     """
 
     def __init__(self, embedding, num_layers, hidden_dim, attention_score="general",

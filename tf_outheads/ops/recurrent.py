@@ -406,8 +406,6 @@ def _masked_lstm(directions, differentiable):
     return tf.custom_gradient(run) if differentiable else run
 
 
-__all__ = ["attentional_lstm", "masked_lstm"]
-
 
 def sequence_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
     """One LSTM layer over a whole sequence from given initial states, with cuDNN's
@@ -418,7 +416,7 @@ def sequence_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
     computed (and ignored by the loss) rather than skipped. Where a GPU is visible,
     Keras' TensorFlow backend runs it as one cuDNN call on these weights (what
     `keras.layers.LSTM` does); where it cannot (no GPU, no cuDNN), as a
-    `tf.while_loop` of the cell that autodiff differentiates.
+    `tf.scan` of the cell that autodiff differentiates.
 
     Args:
         inputs: `(B, T, D)`.
@@ -444,3 +442,6 @@ def sequence_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
 
     outputs, _ = tf.scan(step, xw, initializer=(hidden, cell))
     return tf.transpose(outputs, (1, 0, 2))
+
+
+__all__ = ["attentional_lstm", "masked_lstm", "sequence_lstm"]
