@@ -148,7 +148,7 @@ class TransformerDecoderLayer(_Sublayers):
         """One decoder layer.
 
         Args:
-            x: `(B, T, d)` (T = 1 in a decoding step).
+            x: `(B, T, d)`, or `(B, d)`: one decoding step.
             self_mask: bool, `(B, 1, T, T)` (causal and padding) or, in a step,
                 `(B, 1, 1, L)` (positions written so far that are not padding).
             cross_keys, cross_values: `(B, H, S, d / H)`, from the encoder output.
@@ -161,7 +161,7 @@ class TransformerDecoderLayer(_Sublayers):
                 in a preallocated cache.
 
         Returns:
-            `(x (B, T, d), cross-attention weights (B, H, T, S) float32,
+            `(x (B, T, d) or (B, d), cross-attention weights (B, H, T, S) float32,
             (self keys, self values))`: the cache with this step written, or
             the keys and values of all positions.
         """
@@ -300,7 +300,10 @@ class TransformerDecoder(_Stack):
         return state
 
     def step(self, x_t, ids_t, state):
-        """One decoding step: `x_t (B, 1, d)` embedded `ids_t (B,)` → `(h_t (B, d), state)`.
+        """One decoding step: `x_t (B, d)` embedded `ids_t (B,)` → `(h_t (B, d), state)`.
+
+        The step runs on `(B, d)` tensors: every projection is one 2-D matmul and
+        the heads need no transpose (the attention's one-position form).
 
         Entries that do not change (`memory_mask`, `cross_keys_*`,
         `cross_values_*`) are returned as the very tensors given, so beam
@@ -334,7 +337,7 @@ class TransformerDecoder(_Stack):
             f"{prefix}_mask": self_mask,
             "alignment": ops.mean(cross_weights, axis=1)[:, 0],  # (B, S)
         })
-        return self._final(x)[:, 0], new_state
+        return self._final(x), new_state
 
 
 def _unknown_axis(x, axis):
@@ -570,7 +573,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return self.decoder.initial_state(memory, source_mask, cache_length)
 
     def decoder_step(self, ids_t, state):
-        x_t = self._embed(self.target_embedding, ids_t[:, None], state["step"][:, None])
+        x_t = self._embed(self.target_embedding, ids_t, state["step"])  # (B, d)
         return self.decoder.step(x_t, ids_t, state)
 
     def get_config(self):

@@ -1,14 +1,15 @@
-"""Tests for `tf_outheads.layers.attention.LuongAttention`."""
+"""Tests for `tf_outheads.layers.attention`: `LuongAttention` and `MultiHeadAttention`."""
 
 import contextlib
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from keras import ops
 
 from tests.testing import run_layer_test
-from tf_outheads.layers.attention import LuongAttention
+from tf_outheads.layers.attention import LuongAttention, MultiHeadAttention
 
 BATCH = 3
 SOURCE_LENGTH = 5
@@ -188,3 +189,89 @@ def test_dot_needs_equal_query_and_memory_sizes():
 def test_invalid_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LuongAttention(**kwargs)
+
+
+# -- MultiHeadAttention ------------------------------------------------------------------
+HEADS = 2
+MODEL_DIM = 8
+
+
+def multi_head_inputs(query_length=3, seed=0):
+    """Queries `(B, T, d)`, memory `(B, S, d)` and its mask as `(B, 1, 1, S)`."""
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(BATCH, query_length, MODEL_DIM)).astype("float32")
+    memory = rng.normal(size=(BATCH, SOURCE_LENGTH, MODEL_DIM)).astype("float32")
+    return query, memory, MEMORY_MASK.astype(bool)[:, None, None, :]
+
+
+def built_multi_head():
+    attention = MultiHeadAttention(HEADS, MODEL_DIM)
+    attention.build(MODEL_DIM)
+    return attention
+
+
+def test_multi_head_matches_numpy_reference():
+    attention = built_multi_head()
+    query, memory, mask = multi_head_inputs()
+    output, weights = attention.attend(query, *attention.keys_values(memory), mask)
+
+    def project(dense, x):
+        y = x @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
+        return y.reshape(BATCH, -1, HEADS, MODEL_DIM // HEADS).transpose(0, 2, 1, 3)
+
+    q = project(attention.query_dense, query)
+    k, v = project(attention.key_dense, memory), project(attention.value_dense, memory)
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(MODEL_DIM // HEADS)
+    expected_weights = softmax(np.where(mask, logits, -np.inf))
+    context = (expected_weights @ v).transpose(0, 2, 1, 3).reshape(BATCH, -1, MODEL_DIM)
+    expected = (context @ ops.convert_to_numpy(attention.output_dense.kernel)
+                + ops.convert_to_numpy(attention.output_dense.bias))
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+
+def test_multi_head_one_position_form_equals_a_length_one_query():
+    """A decoding step's `(B, d)` query (2-D projections, its own batch matmul) gives
+    what the same query as `(B, 1, d)` gives, values and gradients."""
+    attention = built_multi_head()
+    query, memory, mask = multi_head_inputs(query_length=1, seed=1)
+    keys, values = attention.keys_values(memory)
+    step_keys, step_values = attention.keys_values(memory[:, 0])  # one position
+    assert tuple(step_keys.shape) == (BATCH, HEADS, 1, MODEL_DIM // HEADS)
+    np.testing.assert_allclose(step_keys, ops.convert_to_numpy(keys)[:, :, :1], atol=1e-6)
+    np.testing.assert_allclose(step_values, ops.convert_to_numpy(values)[:, :, :1], atol=1e-6)
+
+    def attend(q):
+        with tf.GradientTape() as tape:
+            tape.watch(q)
+            output, weights = attention.attend(q, keys, values, mask)
+            loss = tf.reduce_sum(output * np.arange(MODEL_DIM, dtype="float32"))
+        return output, weights, tape.gradient(loss, [q, *attention.trainable_variables])
+
+    output, weights, gradients = attend(tf.constant(query))
+    step_output, step_weights, step_gradients = attend(tf.constant(query[:, 0]))
+    assert tuple(step_output.shape) == (BATCH, MODEL_DIM)
+    assert tuple(step_weights.shape) == (BATCH, HEADS, 1, SOURCE_LENGTH)
+    np.testing.assert_allclose(step_output, ops.convert_to_numpy(output)[:, 0], atol=1e-6)
+    np.testing.assert_allclose(step_weights, weights, atol=1e-7)
+    np.testing.assert_allclose(step_gradients[0], ops.convert_to_numpy(gradients[0])[:, 0],
+                               atol=1e-6)
+    for step_gradient, gradient in zip(step_gradients[1:], gradients[1:]):
+        if gradient is None:  # the key and value projections: keys are given
+            assert step_gradient is None
+        else:
+            np.testing.assert_allclose(step_gradient, gradient, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_multi_head_one_position_under_mixed_policies(policy):
+    with global_dtype_policy(policy):
+        attention = built_multi_head()
+    query, memory, mask = multi_head_inputs(query_length=1, seed=2)
+    keys, values = attention.keys_values(memory)
+    output, weights = attention.attend(query, keys, values, mask)
+    step_output, step_weights = attention.attend(query[:, 0], keys, values, mask)
+    assert step_weights.dtype == "float32"
+    np.testing.assert_allclose(ops.convert_to_numpy(ops.cast(step_output, "float32")),
+                               ops.convert_to_numpy(ops.cast(output, "float32"))[:, 0],
+                               atol=1e-2)

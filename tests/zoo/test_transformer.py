@@ -259,6 +259,26 @@ def test_growing_caches_in_a_graph_decode_as_preallocated_ones(width):
     assert len(set(lengths)) > 1  # rows of different lengths
 
 
+@pytest.mark.parametrize("cache", CACHES)
+def test_a_decoding_step_transposes_no_cache(cache):
+    """The step runs on `(B, d)`: no head transposes, and the attention reads the
+    caches and the encoder's keys in place (a transpose would copy them at every
+    step); its products are one-position batch matmuls (`BatchMatMulV3`)."""
+    model = make_model("tied", "pre")
+    source, _ = make_batch()
+    state = model.initial_decoding_state(source, max_length=cache_length(cache, 6))
+    step_fn = model.make_step_fn()
+    graph = tf.function(step_fn).get_concrete_function(
+        tf.TensorSpec([None], tf.int32),
+        tf.nest.map_structure(lambda x: tf.TensorSpec([None] * x.shape.rank, x.dtype),
+                              state)).graph
+    types = [op.type for op in graph.get_operations()]
+    assert "Transpose" not in types and "Einsum" not in types
+    # Two products (scores, context) per attention, self and cross, per layer.
+    assert types.count("BatchMatMulV3") == 2 * 2 * 2
+    assert "BatchMatMulV2" not in types
+
+
 def test_initial_decoding_state_takes_a_max_length_or_grows():
     model = make_model()
     source, _ = make_batch()

@@ -6,6 +6,7 @@ import math
 import numbers
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
@@ -85,13 +86,19 @@ class LuongAttention(keras.layers.Layer):
 
     def call(self, query, memory, keys, memory_mask):
         steps = "t" if len(query.shape) == 3 else ""  # one step, or T at once
-        scores = ops.einsum(f"b{steps}q,bsq->b{steps}s", query, keys)  # (B, [T,] S)
+        if steps:
+            scores = ops.einsum("btq,bsq->bts", query, keys)  # (B, T, S)
+        else:  # one step: a one-position batch matmul (see `_batch_matmul`)
+            scores = _batch_matmul(query[:, None], keys, one_position=True, adj_y=True)[:, 0]
         scores = ops.cast(scores, "float32")
         mask_bias = (1.0 - ops.cast(memory_mask, "float32")) * MASKED_LOGIT
         scores = scores + (mask_bias[:, None] if steps else mask_bias)
         alignment = ops.softmax(scores, axis=-1)
-        context = ops.einsum(f"b{steps}s,bsm->b{steps}m", ops.cast(alignment, memory.dtype),
-                             memory)
+        weights = ops.cast(alignment, memory.dtype)
+        if steps:
+            context = ops.einsum("bts,bsm->btm", weights, memory)
+        else:
+            context = _batch_matmul(weights[:, None], memory, one_position=True)[:, 0]
         attentional = ops.tanh(
             ops.matmul(
                 ops.concatenate([context, query], axis=-1),
@@ -131,6 +138,22 @@ def sinusoidal_position_encoding(positions, dim):
     inverse_frequency = ops.exp(-math.log(10000.0) * exponent)  # (d,)
     angles = ops.cast(positions, "float32")[..., None] * inverse_frequency  # (..., d)
     return ops.where(ops.equal(index % 2, 0), ops.sin(angles), ops.cos(angles))
+
+
+def _batch_matmul(x, y, one_position, adj_y=False):
+    """`x · y` (`yᵀ` with `adj_y`) over leading batch axes, for attention.
+
+    One batch matmul that reads `y` transposed in place: Keras' einsum transposes
+    the keys first, a copy of the whole cache at every decoding step. For one
+    query position (a decoding step), TensorFlow's own kernel
+    (`BatchMatMulV3`, which the oneDNN graph rewrite leaves alone): oneDNN's
+    runs these (1 × d/H) · (d/H × S) products 1.4–2.4× slower on CPU; for T
+    positions at once (training) oneDNN's is ~3× faster (benchmarks/README).
+    Float32 only: the CPU has no float16 kernel of it.
+    """
+    if one_position and x.dtype == tf.float32:
+        return tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=x.dtype, adj_y=adj_y)
+    return tf.linalg.matmul(x, y, transpose_b=adj_y)
 
 
 @export
@@ -182,38 +205,51 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     def _split_heads(self, x):
-        """`(B, T, d)` → `(B, H, T, d / H)`."""
+        """`(B, T, d)` → `(B, H, T, d / H)`; one step's `(B, d)` → `(B, H, 1, d / H)`."""
+        if len(x.shape) == 2:  # a single position: the heads need no transpose
+            return ops.reshape(x, (-1, self.num_heads, 1, self.head_dim))
         batch = ops.shape(x)[0]
         x = ops.reshape(x, (batch, -1, self.num_heads, self.head_dim))
         return ops.transpose(x, (0, 2, 1, 3))
 
+    def _merge_heads(self, context, rank):
+        """`(B, H, T, d / H)` → `(B, T, d)`, or `(B, d)` where the query was `(B, d)`."""
+        if rank == 2:
+            return ops.reshape(context, (-1, self.model_dim))
+        context = ops.transpose(context, (0, 2, 1, 3))
+        return ops.reshape(context, (ops.shape(context)[0], -1, self.model_dim))
+
     def keys_values(self, memory):
-        """Keys and values of `memory (B, S, d_m)`: two `(B, H, S, d / H)` tensors."""
+        """Keys and values of `memory (B, S, d_m)`: two `(B, H, S, d / H)` tensors.
+        One position `(B, d_m)` gives `(B, H, 1, d / H)`."""
         keys, values = self.key_dense(memory), self.value_dense(memory)
         return self._split_heads(keys), self._split_heads(values)
 
     def attend(self, query, keys, values, mask, training=False):
         """Attention of `query (B, T, d_q)` over `keys`/`values` `(B, H, S, d / H)`.
 
+        A decoding step may pass one position as `(B, d_q)`: the same attention,
+        computed on 2-D projections (a plain matmul each, no head transposes).
+
         Args:
             mask: bool tensor broadcastable to `(B, H, T, S)`; False hides a key.
 
         Returns:
-            `(output (B, T, d), weights (B, H, T, S) float32)`.
+            `(output (B, T, d), weights (B, H, T, S) float32)`; `(B, d)` and
+            `(B, H, 1, S)` for a `(B, d_q)` query.
         """
         queries = self._split_heads(self.query_dense(query))
         queries = queries * ops.cast(self.head_dim ** -0.5, queries.dtype)
-        logits = ops.cast(ops.einsum("bhtd,bhsd->bhts", queries, keys), "float32")
+        one_position = len(query.shape) == 2
+        logits = ops.cast(_batch_matmul(queries, keys, one_position, adj_y=True), "float32")
         logits = ops.where(mask, logits, MASKED_LOGIT)
         # The softmax written out: `ops.softmax` warns about a one-key axis (the first
         # position of a causal pass, a cache of one step).
         weights = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
         weights = weights / ops.sum(weights, axis=-1, keepdims=True)
         dropped = self.dropout_layer(ops.cast(weights, values.dtype), training=training)
-        context = ops.einsum("bhts,bhsd->bhtd", dropped, values)  # (B, H, T, d / H)
-        context = ops.transpose(context, (0, 2, 1, 3))
-        context = ops.reshape(context, (ops.shape(context)[0], -1, self.model_dim))
-        return self.output_dense(context), weights
+        context = _batch_matmul(dropped, values, one_position)  # (B, H, T, d / H)
+        return self.output_dense(self._merge_heads(context, len(query.shape))), weights
 
     def call(self, query, memory, mask, training=False):
         keys, values = self.keys_values(memory)
