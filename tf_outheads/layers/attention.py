@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.ops.linalg import row_matmul
 from tf_outheads.validation import positive_int
 
 # Logit of a masked attention position. exp(-1e9 - max) is exactly 0 in float32,
@@ -141,18 +142,12 @@ def sinusoidal_position_encoding(positions, dim):
 
 
 def _batch_matmul(x, y, one_position, adj_y=False):
-    """`x · y` (`yᵀ` with `adj_y`) over leading batch axes, for attention.
-
-    One batch matmul that reads `y` transposed in place: Keras' einsum transposes
-    the keys first, a copy of the whole cache at every decoding step. For one
-    query position (a decoding step), TensorFlow's own kernel
-    (`BatchMatMulV3`, which the oneDNN graph rewrite leaves alone): oneDNN's
-    runs these (1 × d/H) · (d/H × S) products 1.4–2.4× slower on CPU; for T
-    positions at once (training) oneDNN's is ~3× faster (benchmarks/README).
-    Float32 only: the CPU has no float16 kernel of it.
-    """
-    if one_position and x.dtype == tf.float32:
-        return tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=x.dtype, adj_y=adj_y)
+    """`x · y` (`yᵀ` with `adj_y`) over leading batch axes, for attention: `y` is
+    read transposed in place (Keras' einsum transposes the keys first, a copy of
+    the whole cache at every decoding step). One query position (a decoding
+    step) goes to `row_matmul`, T positions to oneDNN's batch matmul."""
+    if one_position:
+        return row_matmul(x, y, adj_y=adj_y)
     return tf.linalg.matmul(x, y, transpose_b=adj_y)
 
 

@@ -32,6 +32,8 @@ dropped h̃_t being both the output and the next step's fed input (OpenNMT-py).
 
 import tensorflow as tf
 
+from tf_outheads.ops.linalg import matvec
+
 
 def attentional_lstm(xw0, hidden, cell, attentional, memory, keys, mask_bias,
                      kernels, biases, output_kernel, noise=None, input_feeding=True,
@@ -156,9 +158,9 @@ def _attentional_lstm(num_layers, input_feeding, has_noise, differentiable):
                 new_h.append(h_t)
                 new_c.append(c_t)
                 below = h_t
-            scores = tf.cast(tf.linalg.matvec(keys, below), score_dtype) + mask_bias
+            scores = tf.cast(matvec(keys, below), score_dtype) + mask_bias
             alpha = tf.nn.softmax(scores, axis=-1)
-            context = tf.linalg.matvec(memory, tf.cast(alpha, dtype), transpose_a=True)
+            context = matvec(memory, tf.cast(alpha, dtype), transpose_a=True)
             context_hidden = tf.concat([context, below], -1)
             tanh_pre = tf.tanh(tf.matmul(context_hidden, output_kernel))
             output = tanh_pre * noise_t[num_layers - 1] if has_noise else tanh_pre
@@ -204,10 +206,10 @@ def _attentional_lstm(num_layers, input_feeding, has_noise, differentiable):
                 d_context = d_context_hidden[:, :memory_dim]
                 d_top = d_context_hidden[:, memory_dim:]
                 alpha = arrays["alpha"].read(t)
-                d_alpha = tf.cast(tf.linalg.matvec(memory, d_context), score_dtype)
+                d_alpha = tf.cast(matvec(memory, d_context), score_dtype)
                 d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
                 d_scores = tf.cast(d_scores, dtype)
-                d_top += tf.linalg.matvec(keys, d_scores, transpose_a=True)
+                d_top += matvec(keys, d_scores, transpose_a=True)
                 grads["d_pre"] = grads["d_pre"].write(t, d_pre)
                 grads["d_scores"] = grads["d_scores"].write(t, d_scores)
                 grads["d_context"] = grads["d_context"].write(t, d_context)
