@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.ops.linalg import row_matmul
+from tf_outheads.ops.linalg import matvec, row_matmul
 from tf_outheads.validation import positive_int
 
 # Logit of a masked attention position. exp(-1e9 - max) is exactly 0 in float32,
@@ -89,8 +89,8 @@ class LuongAttention(keras.layers.Layer):
         steps = "t" if len(query.shape) == 3 else ""  # one step, or T at once
         if steps:
             scores = ops.einsum("btq,bsq->bts", query, keys)  # (B, T, S)
-        else:  # one step: a one-position batch matmul (see `_batch_matmul`)
-            scores = _batch_matmul(query[:, None], keys, one_position=True, adj_y=True)[:, 0]
+        else:  # one step: the fused LSTM's one-row product (`tf_outheads.ops.linalg`)
+            scores = matvec(keys, query)  # (B, S)
         scores = ops.cast(scores, "float32")
         mask_bias = (1.0 - ops.cast(memory_mask, "float32")) * MASKED_LOGIT
         scores = scores + (mask_bias[:, None] if steps else mask_bias)
@@ -99,7 +99,7 @@ class LuongAttention(keras.layers.Layer):
         if steps:
             context = ops.einsum("bts,bsm->btm", weights, memory)
         else:
-            context = _batch_matmul(weights[:, None], memory, one_position=True)[:, 0]
+            context = matvec(memory, weights, transpose_a=True)  # (B, d_m)
         attentional = ops.tanh(
             ops.matmul(
                 ops.concatenate([context, query], axis=-1),

@@ -408,7 +408,6 @@ def _masked_lstm(directions, differentiable):
     return tf.custom_gradient(run) if differentiable else run
 
 
-
 def sequence_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
     """One LSTM layer over a whole sequence from given initial states, with cuDNN's
     kernel where it can run.
