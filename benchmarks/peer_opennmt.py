@@ -57,7 +57,12 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
     (`tf_outheads_zoo.study.tokenizer_dir`: our runs copy it), and the piece files OpenNMT-py
     reads (`train.src.sp`, ...), built once per tokenizer.
 
-    Returns `{"splits", "tokenizer_dir", "vocab", "files", "tokenizer"}`.
+    A preset with separate vocabularies (`data.joint_vocabulary: false`) gets a
+    vocabulary file per side, the pieces of its own SentencePiece model.
+
+    Returns `{"splits", "tokenizer_dir", "vocab", "src_vocab", "tgt_vocab", "files",
+    "tokenizer"}`: `vocab` is the target side's (the joint one's) file, `tokenizer` the
+    target side's SentencePiece processor (it detokenizes the peer's output).
     """
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.study import tokenizer_dir
@@ -65,14 +70,12 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
 
     preset = get_preset(preset_name, overrides)
     data_config = preset["data"]
-    if not data_config["joint_vocabulary"]:
-        raise SystemExit("peer_opennmt: the peer set-up uses one joint vocabulary "
-                         "(data.joint_vocabulary: true)")
+    joint = data_config["joint_vocabulary"]
     splits = load_splits(data_config, log=log)
     shared = tokenizer_dir(runs_dir, preset_name, overrides, log=log)
     from tf_outheads import data as tfo_data
 
-    tokenizer, _ = tfo_data.load_tokenizers(shared)
+    source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(shared)
     data_dir = os.path.join(work_dir, "data", os.path.basename(shared))
     os.makedirs(data_dir, exist_ok=True)
     files = {}
@@ -80,8 +83,8 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
     limit = data_config["max_sequence_length"]
     for split in ("train", "dev", "test"):
         corpus = splits[split]
-        src = tokenizer.pieces(corpus.sources)
-        tgt = tokenizer.pieces(corpus.targets)
+        src = source_tokenizer.pieces(corpus.sources)
+        tgt = target_tokenizer.pieces(corpus.targets)
         if split == "train":
             keep = [len(s) + 1 <= limit and len(t) + 1 <= limit for s, t in zip(src, tgt)]
             src = [s for s, k in zip(src, keep) if k]
@@ -93,18 +96,22 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
                 with open(path + ".tmp", "w", encoding="utf-8") as f:
                     f.write("".join(" ".join(p) + "\n" for p in pieces))
                 os.replace(path + ".tmp", path)
-    vocab = os.path.join(data_dir, "vocab.joint")
     specials = {"<pad>", "<unk>", "<s>", "</s>"}
-    with open(vocab, "w", encoding="utf-8") as f:
-        for piece in tokenizer.vocabulary():
-            if piece not in specials:
-                f.write(piece + "\n")
+    vocabularies = {}
+    for side, tokenizer in (("src", source_tokenizer), ("tgt", target_tokenizer)):
+        vocab = os.path.join(data_dir, "vocab.joint" if joint else f"vocab.{side}")
+        vocabularies[side] = vocab
+        with open(vocab, "w", encoding="utf-8") as f:
+            for piece in tokenizer.vocabulary():
+                if piece not in specials:
+                    f.write(piece + "\n")
     import sentencepiece
 
     processor = sentencepiece.SentencePieceProcessor(
-        model_file=os.path.join(shared, "spm_joint.model"))
-    return {"splits": splits, "tokenizer_dir": shared, "vocab": vocab, "files": files,
-            "tokenizer": processor}
+        model_file=os.path.join(shared, "spm_joint.model" if joint else "spm_target.model"))
+    return {"splits": splits, "tokenizer_dir": shared, "vocab": vocabularies["tgt"],
+            "src_vocab": vocabularies["src"], "tgt_vocab": vocabularies["tgt"],
+            "files": files, "tokenizer": processor}
 
 
 # -- the peer ---------------------------------------------------------------------------
@@ -120,11 +127,11 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
     builders = {"lstm": peer_model_lstm, "transformer": peer_model_transformer}
     if model["model_type"] not in builders:
         raise SystemExit(f"peer_opennmt: no peer for model_type={model['model_type']!r}")
-    vocab_size = peer_vocab_size(data["vocab"])
     clip = train.get("global_clipnorm") or train.get("clipnorm") or 0
     return {
-        "src_vocab": data["vocab"], "tgt_vocab": data["vocab"],
-        "src_vocab_size": vocab_size, "tgt_vocab_size": vocab_size,
+        "src_vocab": data["src_vocab"], "tgt_vocab": data["tgt_vocab"],
+        "src_vocab_size": peer_vocab_size(data["src_vocab"]),
+        "tgt_vocab_size": peer_vocab_size(data["tgt_vocab"]),
         "src_words_min_frequency": 0, "tgt_words_min_frequency": 0,
         "vocab_size_multiple": 1,
         "data": {"corpus_1": {"path_src": data["files"]["train.src"],

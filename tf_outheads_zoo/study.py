@@ -568,7 +568,11 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
              "seed).", ""]
     baseline_runs = runs[study.baseline]
     rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU", f"Δ test vs {study.baseline}",
-             "p test (per seed)", "p dev (per seed)", "min / run")]
+             "p test (per seed)", "p dev (per seed)", "min / run")
+            + (("steps / run",) if study.minutes else ())]
+    # Equal wall clock: the steps each arm reached are its training speed (the same
+    # batches), against the baseline's.
+    baseline_steps = _mean_steps(baseline_runs.values())
     summary = {}
     signature = ""
     for arm_name, arm in study.arms.items():
@@ -576,7 +580,7 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
         for variant, _ in ((None, None),) + tuple(arm.decodings):
             label = arm_name + (f" ({variant})" if variant else "")
             if not arm_runs:
-                rows.append((label, arm.preset, "not run", "", "", "", "", "", ""))
+                rows.append((label, arm.preset, "not run") + ("",) * (len(rows[0]) - 3))
                 continue
             seeds = sorted(arm_runs)
             dev = [_variant_score(arm_runs[s], "dev", variant) for s in seeds]
@@ -605,7 +609,10 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
                 f"{statistics.fmean(deltas):+.2f}" if deltas else "—",
                 " / ".join(f"{p:.3f}" for p in p_test) or "—",
                 " / ".join(f"{p:.3f}" for p in p_dev) or "—",
-                f"{statistics.fmean(minutes):.1f}"))
+                f"{statistics.fmean(minutes):.1f}")
+                + ((_steps_cell(_mean_steps(arm_runs.values()), baseline_steps,
+                                arm_name == study.baseline),) if study.minutes else ()))
+            summary[label]["steps"] = _mean_steps(arm_runs.values())
     lines += _markdown_table(rows)
     if signature:
         lines += ["", f"Test signature: `{signature}`."]
@@ -651,8 +658,28 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
                 arm = _paired_against(arm, runs[claim.arm], runs[claim.baseline], samples,
                                       references_runs=baseline_runs)
             verdict = claim_verdict(arm, summary.get(claim.baseline), claim)
+            if study.minutes and arm and summary.get(claim.baseline):
+                verdict += (f"; in the same {study.minutes:g} minutes it trained "
+                            f"{arm['steps'] / summary[claim.baseline]['steps']:.2f}× the "
+                            f"steps of {claim.baseline} ({arm['steps']:,.0f} against "
+                            f"{summary[claim.baseline]['steps']:,.0f})")
         lines.append(f"- {claim.text} (paper: {claim.paper_delta}): {verdict}")
     return "\n".join(lines) + "\n"
+
+
+def _mean_steps(run_dirs):
+    """The mean number of steps trained by finished runs (their results.json), or None."""
+    steps = []
+    for run_dir in run_dirs:
+        with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+            steps.append(json.load(f)["steps"])
+    return statistics.fmean(steps) if steps else None
+
+
+def _steps_cell(steps, baseline_steps, is_baseline):
+    if is_baseline or not baseline_steps:
+        return f"{steps:,.0f}"
+    return f"{steps:,.0f} (×{steps / baseline_steps:.2f})"
 
 
 def _paired_against(arm, arm_runs, baseline_runs, samples, references_runs=None):

@@ -59,7 +59,8 @@ def test_peer_config_follows_the_preset(peer, tmp_path):
 
     vocab = tmp_path / "vocab.joint"
     vocab.write_text("".join(f"p{i}\n" for i in range(3996)))
-    data = {"vocab": str(vocab), "files": {"train.src": "a", "train.tgt": "b"}}
+    data = {"vocab": str(vocab), "src_vocab": str(vocab), "tgt_vocab": str(vocab),
+            "files": {"train.src": "a", "train.tgt": "b"}}
     tied = peer.peer_config(get_preset("lstm-cpu-tied"), data, str(tmp_path), 1500, 300, 7)
     assert tied["src_vocab_size"] == tied["tgt_vocab_size"] == 4000
     assert (tied["encoder_type"], tied["hidden_size"], tied["word_vec_size"]) == ("brnn", 256,
@@ -78,12 +79,28 @@ def test_peer_config_follows_the_preset(peer, tmp_path):
         peer.peer_config(get_preset("lstm-cpu"), data, str(tmp_path), 300, 300, 1)
 
 
+def test_separate_vocabularies_give_the_peer_one_vocabulary_a_side(peer, tmp_path):
+    from tf_outheads_zoo.presets import get_preset
+
+    source, target = tmp_path / "vocab.src", tmp_path / "vocab.tgt"
+    source.write_text("".join(f"s{i}\n" for i in range(3996)))
+    target.write_text("".join(f"t{i}\n" for i in range(2996)))
+    data = {"vocab": str(target), "src_vocab": str(source), "tgt_vocab": str(target),
+            "files": {"train.src": "a", "train.tgt": "b"}}
+    config = peer.peer_config(get_preset("lstm-cpu-vmf-softmax"), data, str(tmp_path), 600,
+                              300, 1)
+    assert (config["src_vocab"], config["tgt_vocab"]) == (str(source), str(target))
+    assert (config["src_vocab_size"], config["tgt_vocab_size"]) == (4000, 3000)
+    assert config["share_decoder_embeddings"] == "true" and "share_vocab" not in config
+
+
 def test_transformer_peer_follows_the_preset(peer, tmp_path):
     from tf_outheads_zoo.presets import get_preset
 
     vocab = tmp_path / "vocab.joint"
     vocab.write_text("".join(f"p{i}\n" for i in range(3996)))
-    data = {"vocab": str(vocab), "files": {"train.src": "a", "train.tgt": "b"}}
+    data = {"vocab": str(vocab), "src_vocab": str(vocab), "tgt_vocab": str(vocab),
+            "files": {"train.src": "a", "train.tgt": "b"}}
     config = peer.peer_config(get_preset("transformer-cpu"), data, str(tmp_path), 600, 300, 3)
     assert (config["encoder_type"], config["decoder_type"]) == ("transformer", "transformer")
     assert (config["enc_layers"], config["dec_layers"], config["heads"]) == (3, 3, 4)

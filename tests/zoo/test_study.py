@@ -32,7 +32,7 @@ def _toy_study(corpus):
         steps=4, eval_every=2, notes="Fabricated runs.")
 
 
-def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0):
+def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0, steps=4):
     """A finished run directory with what `results` reads."""
     from tf_outheads import metrics
     from tf_outheads_zoo.presets import get_preset
@@ -41,7 +41,7 @@ def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0):
     preset = get_preset("lstm-tiny", {"data.corpus": corpus})
     with open(os.path.join(run_dir, "preset.json"), "w") as f:
         json.dump({"name": "lstm-tiny", **preset}, f)
-    results = {"steps": 4, "train_seconds": seconds}
+    results = {"steps": steps, "train_seconds": seconds}
     from tf_outheads_zoo.compare import run_references
 
     for split, hyps in hyps_by_split.items():
@@ -72,8 +72,9 @@ def toy_runs(corpus, tmp_path, monkeypatch):
     return runs_dir
 
 
-def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep")):
-    """Finished runs of the toy study's `arms`, every seed."""
+def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep"), steps=None):
+    """Finished runs of the toy study's `arms`, every seed (`steps`: {arm: the steps its
+    runs reached}, for a study on a time budget)."""
     from tf_outheads import data as tfo_data
 
     verses = {split: tfo_data.read_tsv(corpus, source="es", target="en_web",
@@ -86,8 +87,9 @@ def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep")):
     run_dirs = []
     for name in arms:
         for seed in study_module.study_seeds(study, name):
-            run_dir = study_module.arm_run_dir(runs_dir, study.arms[name], seed, study.steps)
-            _fake_run(run_dir, corpus, systems[name])
+            run_dir = study_module.arm_run_dir(runs_dir, study.arms[name], seed, study.steps,
+                                               study.minutes)
+            _fake_run(run_dir, corpus, systems[name], steps=(steps or {}).get(name, 4))
             run_dirs.append(run_dir)
     return run_dirs
 
@@ -118,6 +120,32 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     for figure in ("toy_dev_bleu.svg", "toy_loss.svg"):
         assert (tmp_path / "docs" / "results" / figure).exists()
         assert f"(results/{figure})" in text
+
+
+def test_an_equal_wall_clock_study_reports_the_steps_each_arm_reached(corpus, tmp_path,
+                                                                     monkeypatch):
+    study = dataclasses.replace(
+        _toy_study(corpus), minutes=10.0,
+        claims=(Claim("strong is not worse than weak", "strong", "weak", "equal BLEU",
+                      kind="not_worse"),))
+    monkeypatch.setitem(study_module.STUDIES, "clock", study)
+    runs_dir = str(tmp_path / "runs")
+    _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong"),
+                     steps={"weak": 400, "strong": 1000})
+    text = study_module.study_report("clock", runs_dir, samples=100)
+    table = [line.split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    header, rows = table[0], {row[0].strip("| "): row for row in table[1:]}
+    assert header[-1].strip(" |") == "steps / run"
+    assert rows["weak"][-1].strip(" |") == "400"
+    assert rows["strong"][-1].strip(" |") == "1,000 (×2.50)"
+    assert rows["sweep"][2:4] == ["not run", ""] and len(rows["sweep"]) == len(header)
+    assert ("in the same 10 minutes it trained 2.50× the steps of weak (1,000 against 400)"
+            in text)
+    # A study on a step budget has no such column.
+    monkeypatch.setitem(study_module.STUDIES, "steps", dataclasses.replace(study, minutes=None))
+    _fake_study_runs(runs_dir, study_module.STUDIES["steps"], corpus, arms=("weak",))
+    text = study_module.study_report("steps", runs_dir, samples=100)
+    assert "steps / run" not in text and "the steps of" not in text
 
 
 def test_unfinished_runs_and_missing_arms_are_reported_as_such(toy_runs, tmp_path):
