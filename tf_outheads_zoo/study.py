@@ -177,7 +177,11 @@ STUDIES = {
         ),
         notes="The plain model is lstm-cpu (joint head, d_j = 512: the runs of the Pappas "
               "study's joint-512 arm); ReWE regresses frozen 300-d "
-              "FastText vectors trained on the target side. λ 1 and 5 run one seed.",
+              "FastText vectors trained on the target side. λ 1 and 5 run one seed, "
+              "trained later than the rest (code 4555569, which changed only the "
+              "order of float sums) beside the test suite and other jobs: their min / "
+              "run is not comparable with the other rows' (λ 1's excludes 8.4 minutes "
+              "for which its process was stopped).",
     ),
     "kumar": Study(
         title="Continuous outputs with the vMF loss (Kumar & Tsvetkov 2019)",
