@@ -589,10 +589,12 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
             seeds = sorted(arm_runs)
             dev = [_variant_score(arm_runs[s], "dev", variant) for s in seeds]
             test = [_variant_score(arm_runs[s], "test", variant) for s in seeds]
-            minutes = []
+            minutes, steps = [], []
             for s in seeds:
                 with open(os.path.join(arm_runs[s], "results.json"), encoding="utf-8") as f:
-                    minutes.append(json.load(f)["train_seconds"] / 60)
+                    results = json.load(f)
+                minutes.append(results["train_seconds"] / 60)
+                steps.append(results["steps"])
             deltas, p_test, p_dev = [], [], []
             if arm_name != study.baseline:
                 for s in seeds:
@@ -614,9 +616,9 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
                 " / ".join(f"{p:.3f}" for p in p_test) or "—",
                 " / ".join(f"{p:.3f}" for p in p_dev) or "—",
                 f"{statistics.fmean(minutes):.1f}")
-                + ((_steps_cell(_mean_steps(arm_runs.values()), baseline_steps,
+                + ((_steps_cell(statistics.fmean(steps), baseline_steps,
                                 arm_name == study.baseline),) if study.minutes else ()))
-            summary[label]["steps"] = _mean_steps(arm_runs.values())
+            summary[label]["steps"] = statistics.fmean(steps)
     lines += _markdown_table(rows)
     if signature:
         lines += ["", f"Test signature: `{signature}`."]
