@@ -728,14 +728,16 @@ def claim_verdict(arm, baseline, claim):
     run ahead) in most seeds; a "not worse" claim fails when the arm is behind in the
     mean and significantly behind in most seeds. `arm["p_test"]` and `arm["deltas"]`
     are its paired tests against the claim's baseline (`_paired_against` when that is
-    not the study's); without them, the means alone are compared."""
+    not the study's); with them, the mean Δ is over the seeds both arms ran (as the
+    table's Δ column); without them, the means alone are compared."""
     if not arm or not baseline:
         return "**not measured yet**"
     if len(arm["seeds"]) < 3 or len(baseline["seeds"]) < 3:
         scope = f"only {min(len(arm['seeds']), len(baseline['seeds']))} seed(s): "
     else:
         scope = ""
-    delta = statistics.fmean(arm["test"]) - statistics.fmean(baseline["test"])
+    delta = (statistics.fmean(arm["deltas"]) if arm["p_test"]
+             else statistics.fmean(arm["test"]) - statistics.fmean(baseline["test"]))
     if arm["p_test"]:
         # A seed counts when its paired test is significant in the claim's direction:
         # ahead of its baseline run for "beats", behind it for "not worse".

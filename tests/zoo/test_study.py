@@ -248,6 +248,11 @@ def test_claim_verdicts_for_better_and_not_worse_claims(monkeypatch):
     few = {"seeds": [1], "test": [21.0], "p_test": [0.01], "deltas": [1.0]}
     assert study_module.claim_verdict(few, base, better).startswith("only 1 seed(s)")
     assert study_module.claim_verdict(None, base, better) == "**not measured yet**"
+    # A baseline with more seeds than the arm: the mean Δ pairs the arm's seed with
+    # the baseline's run of that seed, not with the baseline's mean over its seeds.
+    uneven = {"seeds": [1, 2], "test": [20.0, 24.0], "p_test": [], "deltas": []}
+    one = {"seeds": [2], "test": [25.0], "p_test": [0.01], "deltas": [1.0]}
+    assert "mean test Δ +1.00 BLEU" in study_module.claim_verdict(one, uneven, better)
 
 
 def test_records_rewrite_the_same_page_without_the_corpus_or_the_weights(corpus, tmp_path,
