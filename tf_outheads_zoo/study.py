@@ -153,7 +153,7 @@ STUDIES = {
         notes="transformer-cpu (pre-norm 3+3 layers, 256/1024, 4K joint BPE). 900 steps, "
               "not the other studies' 1,500: a transformer-cpu step takes ~2.5 s on these 2 "
               "CPU cores (4,096-token batches, the dev evaluations included; a 900-step run "
-              "takes 37-42 minutes alone on the machine), and 9 runs of 1,500 steps would "
+              "takes 37-44 minutes alone on the machine), and 9 runs of 1,500 steps would "
               "take ~9.5 hours, the whole study's budget. The learning rate peaks at step "
               "800, so these are models early in training (dev BLEU 12-13.5 at step 900). "
               "Code 4555569; decoder-wt seed 1234 ran beside other jobs (its min / run is "
