@@ -14,8 +14,8 @@ _DOCS_DIRECTORIES = ("tutorials", "benchmarks")
 
 def pytest_collection_modifyitems(config, items):
     """The slow tests of tests/tutorials and tests/benchmarks (they run the scripts of
-    tutorials/ and benchmarks/) also carry the `docs` marker: `pytest -m docs` runs them;
-    CI runs the other slow tests (`-m "slow and not docs"`) to stay under 30 minutes."""
+    tutorials/ and benchmarks/) also carry the `docs` marker: `pytest -m docs` runs them
+    alone (`pytest -m slow` runs every slow test; CI runs none, to stay under 30 minutes)."""
     root = pathlib.Path(__file__).resolve().parent
     for item in items:
         parts = pathlib.Path(str(item.path)).resolve().relative_to(root).parts
