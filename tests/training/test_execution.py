@@ -91,6 +91,9 @@ def test_xla_and_multi_step_reproduce_the_eager_losses(kind):
             np.testing.assert_allclose(a, b, atol=2e-3, err_msg=str(options))
 
 
+# The next two compile XLA steps more than the test above (84 s and 43 s on 2 CI cores):
+# the slow set (`pytest -m slow`) runs them; the default run keeps the test above.
+@pytest.mark.slow
 def test_accumulation_with_xla_and_several_steps_per_call():
     reference, reference_weights = _train(steps=6, accumulation_steps=2)
     rows, weights = _train(steps=6, accumulation_steps=2, jit_compile=True,
@@ -101,6 +104,7 @@ def test_accumulation_with_xla_and_several_steps_per_call():
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_dropout_under_xla_is_seeded_and_active():
     # XLA draws other dropout masks than the graph step's kernels (same rate,
     # same seed generator), so its losses are not the graph step's; but a run
