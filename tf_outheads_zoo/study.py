@@ -155,7 +155,7 @@ STUDIES = {
               "CPU cores (4,096-token batches, the dev evaluations included; a 900-step run "
               "takes 37-44 minutes alone on the machine), and 9 runs of 1,500 steps would "
               "take ~9.5 hours, the whole study's budget. The learning rate peaks at step "
-              "800, so these are models early in training (dev BLEU 12-13.5 at step 900). "
+              "800, so these are models early in training (dev BLEU 12.2-13.6 at step 900). "
               "Code 4555569; decoder-wt seed 1234 ran beside other jobs (its min / run is "
               "not comparable), every other run alone on the machine.",
     ),
