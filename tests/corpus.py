@@ -1,8 +1,10 @@
 """Small real corpora for end-to-end tests: the first verses of each split of the
-embedded Bible corpus, written in its own TSV format (header kept)."""
+embedded Bible corpus, written in its own TSV format (header kept), or as text files."""
 
 import gzip
+import os
 
+from tf_outheads.data import read_tsv
 from tf_outheads_zoo.presets import EMBEDDED_CORPUS
 
 
@@ -25,3 +27,29 @@ def write_corpus_slice(path, train, dev, test):
     with open(path, "w", encoding="utf-8") as f:
         f.write(header + "".join(rows))
     return str(path)
+
+
+def write_text_files(corpus_tsv, directory):
+    """Each split's es / en_web columns as `{split}.es` / `{split}.en` (train gzipped) and
+    the test split's en_kjv as `test.kjv.en`; returns the directory."""
+    os.makedirs(directory, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        corpus = read_tsv(corpus_tsv, split=split)
+        target = os.path.join(directory, f"{split}.en" + (".gz" if split == "train" else ""))
+        with open(os.path.join(directory, f"{split}.es"), "w", encoding="utf-8") as f:
+            f.write("".join(s + "\n" for s in corpus.sources))
+        with (gzip.open if target.endswith(".gz") else open)(target, "wt", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in corpus.targets))
+        if split == "test":
+            with open(os.path.join(directory, "test.kjv.en"), "w", encoding="utf-8") as f:
+                f.write("".join(t + "\n" for t in corpus.references["en_kjv"]))
+    return directory
+
+
+def text_data(directory):
+    """`{"train", "dev", "test"}` settings (`data.train` ...) of `write_text_files`' files."""
+    return {"train": {"source": f"{directory}/train.es", "target": f"{directory}/train.en.gz"},
+            "dev": {"source": f"{directory}/dev.es", "target": f"{directory}/dev.en"},
+            "test": {"source": f"{directory}/test.es", "target": f"{directory}/test.en",
+                     "references": [f"{directory}/test.kjv.en"]}}
+

@@ -17,6 +17,7 @@ import keras
 import tensorflow as tf
 
 from tf_outheads import data as tfo_data
+from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
 from tf_outheads.decoding.translator import Translator
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss, MSEEmbeddingLoss
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
@@ -80,7 +81,19 @@ def stored_preset(run_dir):
     return {"name": name, **preset}
 
 
-def resolve_preset(preset_name, run_dir, overrides=None, run_file=None):
+def holds_run(run_dir):
+    """Whether `run_dir` holds a run: a tokenizer, a backup, training curves, a
+    trained model or results. A directory with only `preset.json` (a first start
+    that failed before its tokenizer was built) holds none."""
+    if any(os.path.exists(os.path.join(run_dir, name)) for name in (
+            TOKENIZER_FILE, "loss_curves.csv", "model.keras", "results.json")):
+        return True
+    backup_dir = os.path.join(run_dir, "backup")
+    return os.path.isdir(backup_dir) and any(
+        name.startswith("ckpt-") for name in os.listdir(backup_dir))
+
+
+def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=print):
     """`(name, preset)` for `tf-outheads train` on `run_dir`, refusing a mismatch.
 
     With `run_file` (a user's YAML/JSON run file, `tf_outheads_zoo.config.load_run_config`;
@@ -91,7 +104,9 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None):
     its own preset (so `train --run-dir R` resumes R as it was trained), else
     the default preset. With one, the stored preset must agree with it, and
     with `overrides`, on every setting but `RESUMABLE_TRAIN_KEYS` and the
-    `decode` section. Nothing is written.
+    `decode` section, when the directory holds a run (`holds_run`); a
+    `preset.json` alone (a first start that failed) is replaced by the new
+    settings, with one logged line. Nothing is written.
 
     Raises:
         RunDirectoryError: naming the run directory, both presets and the
@@ -120,7 +135,11 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None):
             for key in set(wanted.get(section, {})) | set(stored.get(section, {}))
             if not (section == "train" and key in RESUMABLE_TRAIN_KEYS)
             and wanted.get(section, {}).get(key) != stored.get(section, {}).get(key))
-        if differ:
+        if differ and not holds_run(run_dir):
+            log(f"[train] {run_dir}: its {PRESET_FILE} is from a start that built no tokenizer "
+                f"and no backup; this command's settings replace it ({', '.join(differ[:8])}"
+                f"{', ...' if len(differ) > 8 else ''})")
+        elif differ:
             raise RunDirectoryError(
                 f"{run_dir} holds a run of preset {stored.get('name')!r}; this command asks "
                 f"for {name!r} with other settings ({', '.join(differ[:8])}"
@@ -129,6 +148,50 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None):
                 "preset; budgets, evaluation and backup settings may change), or give a new "
                 "--run-dir. Nothing was changed.")
     return name, preset
+
+
+def data_files(data_config):
+    """`[(key, path), ...]`: every data file a run of `data_config` reads, each once, with
+    the setting that names it (`data.corpus`, `data.train.source`, `data.dev.references[0]`,
+    `data.target_vectors.path`...): the train/dev/test text files or TSV, the embedded
+    corpus included."""
+    files = []
+    for split in ("train", "dev", "test"):
+        spec = data_set(data_config, split)
+        key = f"data.{split}"
+        if spec["kind"] == "tsv":
+            files.append((f"{key}.tsv" if data_config.get(split) else "data.corpus",
+                          spec["path"]))
+            continue
+        several = len(spec["pairs"]) > 1
+        for index, pair in enumerate(spec["pairs"]):
+            for side, path in zip(("source", "target"), pair):
+                files.append((f"{key}{f'[{index}]' if several else ''}.{side}", path))
+        files += [(f"{key}.references[{index}]", path)
+                  for index, path in enumerate(spec["references"])]
+    vectors = (data_config.get("target_vectors") or {}).get("path")
+    if vectors:
+        files.append(("data.target_vectors.path", vectors))
+    seen = set()
+    return [(key, path) for key, path in files if not (path in seen or seen.add(path))]
+
+
+def check_data_files(data_config, run_dir):
+    """Refuses a run whose data files (`data_files`) are missing or unreadable, before
+    anything is written to `run_dir`.
+
+    Raises:
+        ConfigError: naming the setting and the path.
+    """
+    for key, path in data_files(data_config):
+        try:
+            with open(path, "rb") as stream:
+                stream.read(1)
+        except OSError as error:
+            reason = ("no such file" if isinstance(error, FileNotFoundError)
+                      else error.strerror or type(error).__name__)
+            raise ConfigError(f"{key}: {path}: {reason}. Correct the path in the run file or "
+                              f"--set {key}=...; nothing was written to {run_dir}.") from None
 
 
 @contextlib.contextmanager
@@ -486,11 +549,12 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     `tf_outheads_zoo.config.load_run_config`) instead of `preset_name`.
 
     `preset_name` `None`: the run directory's own preset (`preset.json`), else
-    `DEFAULT_PRESET`. A run directory trained with other settings is refused
-    before anything is written (`resolve_preset`), and a directory another
-    process is training in is refused (`run_directory_lock`). A run already
-    trained to its budget is not trained again: its stored results are
-    returned (`finished_run`).
+    `DEFAULT_PRESET`. Missing data files are refused before anything is written
+    (`check_data_files`); so are a run directory trained with other settings
+    (`resolve_preset`; a `preset.json` alone, from a start that failed, is
+    replaced) and a directory another process is training in
+    (`run_directory_lock`). A run already trained to its budget is not trained
+    again: its stored results are returned (`finished_run`).
 
     Files written to `run_dir`: `preset.json`, the SentencePiece model(s) and
     `tokenizer.json`, `checkpoints/best.weights.h5`, `model.keras` (the best
@@ -512,7 +576,8 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     `run_dir/workers/<index>/` and return after training.
     """
     start = time.time()
-    preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file)
+    preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file, log=log)
+    check_data_files(preset["data"], run_dir)
     train_config = preset["train"]
     strategy = tfo_strategy.make_strategy(train_config["strategy"],
                                           num_gpus=train_config["num_gpus"])
@@ -523,7 +588,8 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
         run_dir = os.path.join(run_dir, "workers", str(strategy.cluster_resolver.task_id))
     with run_directory_lock(run_dir):
         if not chief:  # a worker's own directory must fit too
-            preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file)
+            preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file,
+                                                 log=log)
         finished = finished_run(run_dir, backup_dir, train_config) if chief else None
         if finished is not None:
             log(f"[train] {run_dir} is already trained to step {finished.get('steps')} "

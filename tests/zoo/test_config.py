@@ -308,6 +308,7 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
     run_dir.mkdir()
     (run_dir / "preset.json").write_text(json.dumps(_stored_before_bucket_width()),
                                          encoding="utf-8")
+    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run, not a failed start
     name, preset = resolve_preset(None, str(run_dir), {"train.max_steps": 3000})
     assert name == "lstm-cpu-softmax" and preset["data"]["bucket_width"] == 8
     assert preset["train"]["max_steps"] == 3000

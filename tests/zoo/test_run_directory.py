@@ -11,10 +11,11 @@ import os
 import numpy as np
 import pytest
 
-from tests.corpus import write_corpus_slice
+from tests.corpus import write_corpus_slice, write_text_files
 from tf_outheads.training import callbacks as callbacks_module
 from tf_outheads_zoo import cli
 from tf_outheads_zoo import train as train_module
+from tf_outheads_zoo.presets import get_preset
 
 STEPS_PER_EPOCH = 3
 MAX_STEPS = 18
@@ -207,3 +208,36 @@ def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
                 pass
     with train_module.run_directory_lock(run_dir):  # released
         pass
+
+
+def test_a_missing_data_file_is_refused_before_anything_is_written(corpus, tmp_path, capsys):
+    directory = write_text_files(corpus, str(tmp_path / "text"))
+    typo = {"source": os.path.join(directory, "train.ES"),
+            "target": os.path.join(directory, "train.en.gz")}
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--preset", "lstm-tiny", "--run-dir", str(run_dir),
+                  "--corpus", corpus, "--set", f"data.train={json.dumps(typo)}"])
+    assert exit_info.value.code == 2
+    assert not run_dir.exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"data.train.source: {typo['source']}: no such file" in err
+
+
+def test_a_preset_file_without_a_tokenizer_or_backup_takes_new_settings(corpus, tmp_path,
+                                                                        capsys):
+    # What a first start that failed left (before data files were checked first).
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    first = get_preset("lstm-tiny", _overrides(corpus, **{"data.vocab_size": 500}))
+    (run_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **first}),
+                                         encoding="utf-8")
+    name, preset = train_module.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
+    assert preset["data"]["vocab_size"] == 300
+    logged = capsys.readouterr().out.splitlines()
+    assert len(logged) == 1 and "data.vocab_size" in logged[0] and "replace" in logged[0]
+    # With a tokenizer, it is a run: other settings are refused as before.
+    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(train_module.RunDirectoryError, match="holds a run of preset"):
+        train_module.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
+

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.corpus import write_corpus_slice
+from tests.corpus import text_data, write_corpus_slice, write_text_files
 from tf_outheads import data as tfo_data
 from tf_outheads_zoo import cli
 from tf_outheads_zoo.config import ConfigError, data_set
@@ -20,32 +20,6 @@ from tf_outheads_zoo.train import TrainingData, tokenizer_seed
 def small_corpus(tmp_path_factory):
     """600 train, 30 dev, 30 test verses in the embedded corpus's TSV format."""
     return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "small.tsv", 600, 30, 30)
-
-
-def write_text_files(corpus_tsv, directory):
-    """Each split's es / en_web columns as `{split}.es` / `{split}.en` (train gzipped) and
-    the test split's en_kjv as `test.kjv.en`; returns the directory."""
-    import gzip
-
-    os.makedirs(directory, exist_ok=True)
-    for split in ("train", "dev", "test"):
-        corpus = tfo_data.read_tsv(corpus_tsv, split=split)
-        target = os.path.join(directory, f"{split}.en" + (".gz" if split == "train" else ""))
-        with open(os.path.join(directory, f"{split}.es"), "w", encoding="utf-8") as f:
-            f.write("".join(s + "\n" for s in corpus.sources))
-        with (gzip.open if target.endswith(".gz") else open)(target, "wt", encoding="utf-8") as f:
-            f.write("".join(t + "\n" for t in corpus.targets))
-        if split == "test":
-            with open(os.path.join(directory, "test.kjv.en"), "w", encoding="utf-8") as f:
-                f.write("".join(t + "\n" for t in corpus.references["en_kjv"]))
-    return directory
-
-
-def text_data(directory):
-    return {"train": {"source": f"{directory}/train.es", "target": f"{directory}/train.en.gz"},
-            "dev": {"source": f"{directory}/dev.es", "target": f"{directory}/dev.en"},
-            "test": {"source": f"{directory}/test.es", "target": f"{directory}/test.en",
-                     "references": [f"{directory}/test.kjv.en"]}}
 
 
 def test_text_files_give_the_batches_of_the_same_pairs_in_a_tsv(small_corpus, tmp_path):
