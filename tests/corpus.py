@@ -53,3 +53,12 @@ def text_data(directory):
             "test": {"source": f"{directory}/test.es", "target": f"{directory}/test.en",
                      "references": [f"{directory}/test.kjv.en"]}}
 
+
+def lengthen_line(path, index):
+    """Append a word to line `index` of the text file `path`: the same line count, another
+    size, and every later line at another byte position (a corpus edited in place)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    lines[index] += " otra"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))

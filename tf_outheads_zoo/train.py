@@ -53,6 +53,8 @@ RESUMABLE_TRAIN_KEYS = frozenset({
     "backup_every_n_steps", "keep_backups", "nonfinite", "average_last", "strategy",
     "num_gpus", "jit_compile", "steps_per_execution"})
 PRESET_FILE = "preset.json"
+# The fingerprints of the data files a run reads (`check_data_fingerprints`).
+DATA_FILES = "data_files.json"
 # Inside a run's `.keras` file: the fingerprints of its tokenizers (`save_model`).
 MODEL_METADATA = "tf_outheads.json"
 LOCK_FILE = ".lock"
@@ -192,6 +194,50 @@ def check_data_files(data_config, run_dir):
                       else error.strerror or type(error).__name__)
             raise ConfigError(f"{key}: {path}: {reason}. Correct the path in the run file or "
                               f"--set {key}=...; nothing was written to {run_dir}.") from None
+
+
+def check_data_fingerprints(run_dir, data_config, log=print):
+    """The fingerprints (`tf_outheads.data.file_fingerprint`) of the data files of
+    `data_config`, checked against those `run_dir` recorded (`DATA_FILES`) when it holds a
+    run (`holds_run`); returns `{"files": {path: {"key", "size", "mtime", ...}}}`, what
+    `run_training` records there.
+
+    A resume restores read positions in these files; if one changed in between, sources
+    would be paired with other lines' targets. A file whose size or hashed bytes
+    differ is refused; a new modification time alone is logged and accepted. A run
+    recorded before data files were fingerprinted resumes unchecked (logged), and
+    its files are recorded from then on.
+
+    Raises:
+        RunDirectoryError: naming the file, its setting and what changed.
+    """
+    path = os.path.join(run_dir, DATA_FILES)
+    recorded = {}
+    if holds_run(run_dir):
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                recorded = json.load(f).get("files", {})
+        else:
+            log(f"[data] {run_dir} holds a run from before data files were fingerprinted: "
+                f"resumed unchecked; their fingerprints are recorded now in {path}")
+    files = {}
+    for key, file in data_files(data_config):
+        before = recorded.get(file)
+        if before is None:
+            files[file] = {"key": key, **tfo_data.file_fingerprint(file)}
+            continue
+        changes, now = tfo_data.fingerprint_changes(before, file)
+        if changes:
+            raise RunDirectoryError(
+                f"{file} ({key}) changed since {run_dir} started training on it: "
+                f"{', '.join(changes)}. A resume restores read positions in the data, which "
+                "would pair sources with other lines' targets. Put the file back as it was to "
+                "resume, or train on the changed data in a new run directory (another "
+                f"--run-dir). Nothing was changed in {run_dir}.")
+        if now["mtime"] != before.get("mtime"):
+            log(f"[data] {file}: modification time changed, same size and SHA-256: resuming")
+        files[file] = {"key": key, **now}
+    return {"files": files}
 
 
 @contextlib.contextmanager
@@ -552,11 +598,13 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     `DEFAULT_PRESET`. Missing data files are refused before anything is written
     (`check_data_files`); so are a run directory trained with other settings
     (`resolve_preset`; a `preset.json` alone, from a start that failed, is
-    replaced) and a directory another process is training in
-    (`run_directory_lock`). A run already trained to its budget is not trained
-    again: its stored results are returned (`finished_run`).
+    replaced), a resume whose data files changed (`check_data_fingerprints`),
+    and a directory another process is training in (`run_directory_lock`). A
+    run already trained to its budget is not trained again: its stored results
+    are returned (`finished_run`).
 
-    Files written to `run_dir`: `preset.json`, the SentencePiece model(s) and
+    Files written to `run_dir`: `preset.json`, `data_files.json` (size,
+    modification time and SHA-256 of each data file), the SentencePiece model(s) and
     `tokenizer.json`, `checkpoints/best.weights.h5`, `model.keras` (the best
     dev-BLEU weights, or the average of the last `train.average_last`
     backups), `backup/` (atomic backups: weights, optimizer, data position),
@@ -598,9 +646,14 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
                 f"{os.path.join(run_dir, 'results.json')}; raise --max-steps or "
                 "--max-minutes to train on.")
             return finished
+        # Refused here, before anything is written: data files changed since the run began.
+        fingerprints = check_data_fingerprints(run_dir, preset["data"], log=log) if chief else None
         tfo_backup.write_atomically(
             os.path.join(run_dir, PRESET_FILE),
             lambda path: _write_json(path, {"name": preset_name, **preset}))
+        if chief:
+            tfo_backup.write_atomically(os.path.join(run_dir, DATA_FILES),
+                                        lambda path: _write_json(path, fingerprints))
         previous_policy = keras.config.dtype_policy().name
         tfo_strategy.set_precision(train_config["precision"])
         try:

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.corpus import write_corpus_slice, write_text_files
+from tests.corpus import lengthen_line, text_data, write_corpus_slice, write_text_files
 from tf_outheads.training import callbacks as callbacks_module
 from tf_outheads_zoo import cli
 from tf_outheads_zoo import train as train_module
@@ -208,6 +208,63 @@ def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
                 pass
     with train_module.run_directory_lock(run_dir):  # released
         pass
+
+
+def _text_sets(directory):
+    """`data.train/dev/test` overrides naming `write_text_files`' files in `directory`."""
+    return {f"data.{split}": value for split, value in text_data(directory).items()}
+
+
+def test_a_resume_after_a_data_file_changed_is_refused_naming_it(corpus, tmp_path):
+    directory = write_text_files(corpus, str(tmp_path / "text"))
+    data = get_preset("lstm-tiny", _overrides(corpus, **_text_sets(directory)))["data"]
+    run_dir = tmp_path / "run"
+    os.makedirs(run_dir / "backup" / "ckpt-000000003")  # it holds a run
+    logged = []
+    recorded = train_module.check_data_fingerprints(str(run_dir), data, log=logged.append)
+    # A run of older code has no fingerprints: resumed, and they are recorded from then on.
+    assert len(logged) == 1 and "before data files were fingerprinted" in logged[0]
+    assert {entry["key"] for entry in recorded["files"].values()} == {
+        "data.train.source", "data.train.target", "data.dev.source", "data.dev.target",
+        "data.test.source", "data.test.target", "data.test.references[0]"}
+    (run_dir / train_module.DATA_FILES).write_text(json.dumps(recorded), encoding="utf-8")
+    # Touched, same bytes: accepted with one line.
+    source = os.path.join(directory, "train.es")
+    stamp = os.stat(source).st_mtime + 60
+    os.utime(source, (stamp, stamp))
+    logged.clear()
+    assert train_module.check_data_fingerprints(str(run_dir), data, log=logged.append)
+    assert len(logged) == 1 and source in logged[0] and "modification time" in logged[0]
+    # One line made longer (same line count): the backup's byte positions would
+    # pair sources with other lines' targets.
+    size = os.path.getsize(source)
+    lengthen_line(source, 9)
+    with pytest.raises(train_module.RunDirectoryError) as error:
+        train_module.check_data_fingerprints(str(run_dir), data, log=logged.append)
+    message = str(error.value)
+    assert f"{source} (data.train.source) changed" in message
+    assert f"size {size:,} -> {size + 5:,} bytes" in message
+    assert "new run directory (another --run-dir)" in message
+
+
+@pytest.mark.slow  # one tiny training, 30 s on a busy 2-core machine
+def test_a_text_file_run_refuses_its_resume_once_a_source_line_grew(corpus, tmp_path, capsys):
+    directory = write_text_files(corpus, str(tmp_path / "text"))
+    run_dir = str(tmp_path / "run")
+    train_module.run_training("lstm-tiny", run_dir, _overrides(
+        corpus, **_text_sets(directory), **{"train.max_steps": 2}), log=lambda *_: None)
+    with open(os.path.join(run_dir, train_module.DATA_FILES), encoding="utf-8") as f:
+        assert os.path.join(directory, "train.es") in json.load(f)["files"]
+    before = _contents(run_dir)
+    lengthen_line(os.path.join(directory, "train.es"), 9)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--run-dir", run_dir, "--max-steps", "4"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"{os.path.join(directory, 'train.es')} (data.train.source) changed" in err
+    assert _contents(run_dir) == before
 
 
 def test_a_missing_data_file_is_refused_before_anything_is_written(corpus, tmp_path, capsys):

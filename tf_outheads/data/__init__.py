@@ -5,7 +5,9 @@ Read a corpus (:func:`read_tsv`, :func:`read_parallel_files`), clean it
 (:func:`build_tokenizers`, :func:`load_tokenizers`; :func:`tokenizer_fingerprints`
 ties a model to them) and build batches (:func:`make_training_dataset`,
 :func:`make_inference_dataset`). Corpora too large for memory stream from
-text files (:func:`scan_parallel_files`, :func:`make_text_dataset`). Target word vectors for continuous-output heads
+text files (:func:`scan_parallel_files`, :func:`make_text_dataset`);
+:func:`file_fingerprint` and :func:`fingerprint_changes` tell whether a data file
+changed since a run read it. Target word vectors for continuous-output heads
 come from :func:`train_word_vectors`, :func:`load_word_vectors` and
 :func:`target_embedding_table`. Source–target word pairs for shared-private
 embeddings come from :func:`build_word_pairs` (:class:`WordPairs`). Special-token ids live in
@@ -20,6 +22,8 @@ from tf_outheads.data.corpus import clean
 from tf_outheads.data.corpus import read_parallel_files
 from tf_outheads.data.corpus import read_tsv
 from tf_outheads.data.corpus import strip_suffixes
+from tf_outheads.data.fingerprint import file_fingerprint
+from tf_outheads.data.fingerprint import fingerprint_changes
 from tf_outheads.data.pipeline import batch_pairs
 from tf_outheads.data.pipeline import count_tokens
 from tf_outheads.data.pipeline import dataset_from_corpus
@@ -84,6 +88,8 @@ __all__ = [
     "scan_parallel_files",
     "text_pairs",
     "make_text_dataset",
+    "file_fingerprint",
+    "fingerprint_changes",
     "make_inference_dataset",
     "count_tokens",
     "train_word_vectors",
