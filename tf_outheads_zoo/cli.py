@@ -55,6 +55,10 @@ def _train(args):
     if args.max_minutes is not None:
         overrides["train.max_minutes"] = args.max_minutes
     if args.max_steps is not None:
+        if args.max_steps < 1:  # 0 once meant "no limit"
+            raise CommandError(f"--max-steps must be >= 1; for no step limit, omit "
+                               "--max-steps (the preset's train.max_steps applies, None in "
+                               f"most presets). Received: --max-steps {args.max_steps}")
         overrides["train.max_steps"] = args.max_steps
     if args.corpus is not None:
         overrides["data.corpus"] = args.corpus
@@ -341,7 +345,9 @@ def build_parser():
                                          "runs/<run file name> with --config)")
     train.add_argument("--corpus", help="TSV corpus (default: the embedded Bible corpus)")
     train.add_argument("--max-minutes", type=float, help="wall-clock training budget")
-    train.add_argument("--max-steps", type=int, help="optimizer step budget")
+    train.add_argument("--max-steps", type=int,
+                       help="optimizer step budget, >= 1 (default: the preset's "
+                            "train.max_steps, None in most: no step limit)")
     train.add_argument("--strategy", choices=("default", "mirrored", "multi_worker"),
                        help="tf.distribute strategy: one device, all local GPUs, or the "
                             "workers of TF_CONFIG (default: the preset's train.strategy)")

@@ -81,6 +81,14 @@ def setting(default, doc, *, legacy=_SAME, choices=None, keys=None, check=None):
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def _at_least_one(value, dotted):
+    """`check` of a step count: 0 and negatives are refused (`None`, where the key takes
+    it, means no budget)."""
+    if value < 1:
+        none = " (omit it, or None, for no step budget)" if dotted.endswith("max_steps") else ""
+        raise ConfigError(f"{dotted} must be >= 1{none}. Received: {dotted}={value!r}")
+
+
 # -- the schema -------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -221,9 +229,12 @@ class TrainConfig:
         keys=("class_name", "config"))
     rewe: dict | None = setting(None, "ReWE loss {weight, distance: cosine or mse} of a "
                                 "model with model.rewe, or None", keys=("weight", "distance"))
-    steps_per_epoch: int = setting(2000, "optimizer steps between dev evaluations")
-    epochs: int = setting(30, "epochs (evaluations) at most")
-    max_steps: int | None = setting(None, "optimizer step budget; None: none")
+    steps_per_epoch: int = setting(2000, "optimizer steps between dev evaluations",
+                                   check=_at_least_one)
+    epochs: int = setting(30, "epochs (evaluations) at most: a budget of epochs × "
+                          "steps_per_epoch steps", check=_at_least_one)
+    max_steps: int | None = setting(None, "optimizer step budget (>= 1); None: none",
+                                    check=_at_least_one)
     max_minutes: float | None = setting(None, "wall-clock training budget; None: none")
     patience: int | None = setting(5, "early stopping after this many evaluations without "
                                    "a better dev BLEU; None: never")
@@ -505,6 +516,9 @@ class RunConfig:
                 raise ConfigError(f"{source}: section {section!r} must be a mapping of keys "
                                   f"to values. Received: {section}={value!r}")
         changes = _migrate(changes, source)
+        if stored and changes.get("train", {}).get("max_steps") == 0:
+            # Before max_steps was checked, 0 meant no budget (the value is refused now).
+            changes["train"]["max_steps"] = None
         if stored:  # keys the file lacks: what the code did before they existed
             model_type = changes.get("model", {}).get("model_type", "lstm")
             for section in SECTIONS:

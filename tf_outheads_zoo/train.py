@@ -26,7 +26,7 @@ from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.metrics import evaluate_translations, format_report, parameter_report
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads.training import strategy as tfo_strategy
-from tf_outheads.training.callbacks import TimeLimit
+from tf_outheads.training.callbacks import TimeLimit, stopped_by
 from tf_outheads.training.translation import compile_for_translation, translation_callbacks
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
@@ -776,6 +776,9 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         os.path.join(run_dir, "loss_curves.csv"),
         None if rewe is None else (PAPER_REWE_WEIGHT if rewe_weight is None else rewe_weight),
         log=log))
+    note = smaller_epochs_budget(train_config)
+    if note:
+        log(f"[train] {note}")
     train_model(
         model,
         train_dataset,
@@ -796,9 +799,12 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     # Training wall clock of every process that trained this run (a backup keeps it).
     train_seconds = next(c for c in callbacks if isinstance(c, TimeLimit)).elapsed()
     steps = int(model.optimizer.iterations.numpy())
+    stopped = stopped_by(callbacks)
+    log(f"[train] stopped at step {steps} by {budget_text(stopped, train_config)}")
     if not chief:
         log(f"[done] worker {run_dir}: {steps} steps; the chief evaluates and writes the model")
-        return {"preset": preset_name, "run_dir": run_dir, "steps": steps, "chief": False}
+        return {"preset": preset_name, "run_dir": run_dir, "steps": steps, "chief": False,
+                "stopped_by": stopped}
 
     average_last = train_config["average_last"]
     best = os.path.join(run_dir, "checkpoints", "best.weights.h5")
@@ -822,6 +828,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     translator = Translator(model, source_tokenizer, target_tokenizer, **decode_config)
     results = {"preset": preset_name, "run_dir": run_dir,
                "steps": steps,
+               "stopped_by": stopped,
                "replicas": strategy.num_replicas_in_sync,
                "averaged_backups": average_last,
                "train_seconds": round(train_seconds, 1),
@@ -845,6 +852,32 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     log(f"[done] dev BLEU {dev_bleu:.2f}, test BLEU {test_bleu:.2f} "
         f"({results['steps']} steps, {results['total_seconds'] / 60:.1f} min)")
     return results
+
+
+def smaller_epochs_budget(train_config):
+    """A note when `train.epochs × train.steps_per_epoch` steps end the run before
+    `train.max_steps` does (the progress line counts to max_steps); else `None`."""
+    epoch_steps = train_config["epochs"] * train_config["steps_per_epoch"]
+    if train_config["max_steps"] is None or train_config["max_steps"] <= epoch_steps:
+        return None
+    return (f"train.max_steps {train_config['max_steps']} is more than train.epochs × "
+            f"train.steps_per_epoch = {train_config['epochs']} × "
+            f"{train_config['steps_per_epoch']} = {epoch_steps} steps: the epochs budget "
+            f"stops this run at step {epoch_steps} (raise train.epochs to train on)")
+
+
+def budget_text(stopped, train_config):
+    """`stopped` (`tf_outheads.training.callbacks.stopped_by`: `"max_steps"`, `"epochs"`,
+    `"max_minutes"` or `"early_stopping"`) in words, with the settings behind it."""
+    if stopped == "max_steps":
+        return f"its step budget (train.max_steps {train_config['max_steps']})"
+    if stopped == "max_minutes":
+        return f"its time budget (train.max_minutes {train_config['max_minutes']:g})"
+    if stopped == "early_stopping":
+        return (f"early stopping (train.patience {train_config['patience']} evaluations "
+                "without a better dev score)")
+    return (f"its epochs budget (train.epochs × train.steps_per_epoch = "
+            f"{train_config['epochs']} × {train_config['steps_per_epoch']} steps)")
 
 
 class LossCurves(keras.callbacks.Callback):

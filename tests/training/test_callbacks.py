@@ -7,7 +7,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_outheads.training.callbacks import BleuCallback, StepLimit, TimeLimit
+from tf_outheads.training.callbacks import (BleuCallback, EarlyStopping, StepLimit, TimeLimit,
+                                            stopped_by)
 from tf_outheads.training.translation import compile_for_translation, translation_callbacks
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
@@ -56,6 +57,19 @@ def test_step_limit_stops_after_total_steps(bible_tokenizer):
     model, dataset = _model_and_data(bible_tokenizer)
     model.fit(dataset, steps_per_epoch=4, epochs=5, callbacks=[StepLimit(6)], verbose=0)
     assert int(model.optimizer.iterations.numpy()) == 6
+
+
+def test_stopped_by_names_the_budget_that_ended_fit(bible_tokenizer):
+    model, dataset = _model_and_data(bible_tokenizer)
+    for callbacks, epochs, expected in (
+            ([TimeLimit(), StepLimit(5)], 3, "max_steps"),
+            ([TimeLimit(), StepLimit(50)], 3, "epochs"),  # 3 epochs × 2 steps end it first
+            ([TimeLimit(minutes=1e-6), StepLimit(50)], 3, "max_minutes"),
+            # The loss falls, so "max" mode never sees an improvement after epoch 1.
+            ([EarlyStopping(monitor="loss", mode="max", patience=1), StepLimit(50)], 5,
+             "early_stopping")):
+        model.fit(dataset, steps_per_epoch=2, epochs=epochs, callbacks=callbacks, verbose=0)
+        assert stopped_by(callbacks) == expected
 
 
 def test_time_limit_stops_training(bible_tokenizer):

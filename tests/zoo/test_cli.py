@@ -263,6 +263,19 @@ def test_user_errors_are_one_line_with_status_2_and_a_traceback_with_debug(tmp_p
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_max_steps_below_one_is_refused_saying_to_omit_it(tmp_path, capsys, value):
+    # 0 once meant "no limit"; a corpus that does not exist: nothing would train anyway.
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--preset", "lstm-tiny", "--run-dir", str(tmp_path / "r"),
+                  "--corpus", str(tmp_path / "none.tsv"), "--max-steps", value])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --max-steps must be >= 1")
+    assert "omit --max-steps" in err and f"Received: --max-steps {value}" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_translate_reads_standard_input_by_newlines_only(trained_run, monkeypatch, capsys):
     import io
 

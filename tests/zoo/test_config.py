@@ -166,6 +166,23 @@ def test_values_are_checked_and_coerced_to_the_key_type():
             get_preset("lstm-cpu", override)
 
 
+@pytest.mark.parametrize("key, value", [("train.max_steps", 0), ("train.max_steps", -5),
+                                        ("train.epochs", 0), ("train.steps_per_epoch", -1)])
+def test_step_counts_below_one_are_refused_naming_the_key(key, value):
+    with pytest.raises(ConfigError, match=rf"{key} must be >= 1.*Received: {key}={value}"):
+        get_preset("lstm-tiny", {key: value})
+    assert get_preset("lstm-tiny", {key: 1})[key.split(".")[0]][key.split(".")[1]] == 1
+
+
+def test_a_stored_max_steps_of_0_was_no_budget(tmp_path):
+    # Before the check, 0 meant no step limit: a run stored with it resumes so.
+    stored = {"name": "lstm-tiny", **get_preset("lstm-tiny")}
+    stored["train"]["max_steps"] = 0
+    path = tmp_path / "preset.json"
+    path.write_text(json.dumps(stored), encoding="utf-8")
+    assert read_stored_preset(path)[1]["train"]["max_steps"] is None
+
+
 def test_model_type_moves_to_the_model_section():
     # The old spelling train.model_type (presets, --set, stored files) is model.model_type.
     for spelling in ("train.model_type", "model.model_type"):

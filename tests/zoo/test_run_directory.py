@@ -248,18 +248,28 @@ def test_a_resume_after_a_data_file_changed_is_refused_naming_it(corpus, tmp_pat
 
 
 @pytest.mark.slow  # one tiny training, 30 s on a busy 2-core machine
-def test_a_text_file_run_refuses_its_resume_once_a_source_line_grew(corpus, tmp_path, capsys):
+def test_a_text_file_run_says_what_stopped_it_and_refuses_a_resume_once_a_line_grew(
+        corpus, tmp_path, capsys):
     directory = write_text_files(corpus, str(tmp_path / "text"))
     run_dir = str(tmp_path / "run")
-    train_module.run_training("lstm-tiny", run_dir, _overrides(
-        corpus, **_text_sets(directory), **{"train.max_steps": 2}), log=lambda *_: None)
+    logged = []
+    # 3 steps asked, 1 epoch of 2 steps: the epochs budget stops the run, and says so.
+    results = train_module.run_training("lstm-tiny", run_dir, _overrides(
+        corpus, **_text_sets(directory), **{"train.max_steps": 3, "train.epochs": 1,
+                                            "train.steps_per_epoch": 2}), log=logged.append)
+    assert results["steps"] == 2 and results["stopped_by"] == "epochs"
+    with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+        assert json.load(f)["stopped_by"] == "epochs"
+    assert any("the epochs budget stops this run at step 2" in line for line in logged)
+    assert "[train] stopped at step 2 by its epochs budget (train.epochs × " \
+           "train.steps_per_epoch = 1 × 2 steps)" in logged
     with open(os.path.join(run_dir, train_module.DATA_FILES), encoding="utf-8") as f:
         assert os.path.join(directory, "train.es") in json.load(f)["files"]
     before = _contents(run_dir)
     lengthen_line(os.path.join(directory, "train.es"), 9)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["train", "--run-dir", run_dir, "--max-steps", "4"])
+        cli.main(["train", "--run-dir", run_dir, "--set", "train.epochs=2"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -298,3 +308,13 @@ def test_a_preset_file_without_a_tokenizer_or_backup_takes_new_settings(corpus, 
     with pytest.raises(train_module.RunDirectoryError, match="holds a run of preset"):
         train_module.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
 
+
+def test_a_step_budget_beyond_the_epochs_budget_is_reported():
+    train = get_preset("lstm-tiny", {"train.max_steps": 60, "train.epochs": 20,
+                                     "train.steps_per_epoch": 2})["train"]
+    note = train_module.smaller_epochs_budget(train)
+    assert note.startswith("train.max_steps 60 is more than train.epochs × "
+                           "train.steps_per_epoch = 20 × 2 = 40 steps")
+    assert "stops this run at step 40" in note
+    assert train_module.smaller_epochs_budget({**train, "max_steps": 40}) is None
+    assert train_module.smaller_epochs_budget({**train, "max_steps": None}) is None

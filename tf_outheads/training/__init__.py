@@ -6,6 +6,7 @@ from tf_outheads.training.backup import average_checkpoints
 from tf_outheads.training.callbacks import BleuCallback
 from tf_outheads.training.callbacks import StepLimit
 from tf_outheads.training.callbacks import TimeLimit
+from tf_outheads.training.callbacks import stopped_by
 from tf_outheads.training.translation import compile_for_translation
 from tf_outheads.training.translation import translation_callbacks
 from tf_outheads.training.objective import HeadLossMixin
@@ -21,4 +22,4 @@ from tf_outheads.training.trainer import fit
 __all__ = ["BackupManager", "BleuCallback", "CheckpointError", "HeadLossMixin",
            "InverseSquareRootSchedule", "LazyAdam", "NonFiniteLossError", "StepLimit", "TimeLimit",
            "Trainer", "average_checkpoints", "compile_for_translation", "fit", "make_strategy",
-           "set_precision", "split_cpu", "translation_callbacks"]
+           "set_precision", "split_cpu", "stopped_by", "translation_callbacks"]

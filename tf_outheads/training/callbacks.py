@@ -6,6 +6,7 @@ values): `tf_outheads.training.fit` stores their state in every backup and
 gives it back when a run resumes, so a resumed run continues the dev BLEU
 history, compares against the best score reached before the interruption,
 keeps its patience and spends only what is left of its time budget.
+`stopped_by(callbacks)` names the budget that ended a run.
 """
 
 import json
@@ -114,7 +115,19 @@ class BleuCallback(keras.callbacks.Callback):
         logs["val_bleu"] = self.evaluate().score
 
 
-class TimeLimit(keras.callbacks.Callback):
+class _Budget(keras.callbacks.Callback):
+    """A callback that ends the training when its budget is spent; `stopped` says that
+    it did (`stopped_by`)."""
+
+    stopped = False
+
+    def _stop(self):
+        # The budget that stopped the run is the first to stop it.
+        self.stopped = self.stopped or not self.model.stop_training
+        self.model.stop_training = True
+
+
+class TimeLimit(_Budget):
     """Training wall clock, resumes included; with `minutes`, stop cleanly once spent.
 
     Checked after every batch; the current epoch's end callbacks still run, so
@@ -147,7 +160,7 @@ class TimeLimit(keras.callbacks.Callback):
         if self._spent_budget():
             print(f"[train] the time budget ({self.minutes:g} min) was spent before this "
                   "resume: nothing to train", flush=True)
-            self.model.stop_training = True
+            self._stop()
 
     def budget_text(self):
         """The budget spent so far, for the progress bar: "4.2 of 10 min"; `None`
@@ -158,16 +171,17 @@ class TimeLimit(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._start = time.time()
+        self.stopped = False
 
     def on_train_end(self, logs=None):
         self._spent, self._start = self.elapsed(), None
 
     def on_train_batch_end(self, batch, logs=None):
         if self._spent_budget():
-            self.model.stop_training = True
+            self._stop()
 
 
-class StepLimit(keras.callbacks.Callback):
+class StepLimit(_Budget):
     """Stop after a total number of optimizer steps (counted over all epochs and resumes).
 
     A run that starts (or resumes) at or past `max_steps` trains no step.
@@ -189,14 +203,15 @@ class StepLimit(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
+        self.stopped = False
         if step >= self.max_steps:
             print(f"[train] already at step {step}, max_steps is {self.max_steps}: nothing "
                   "to train", flush=True)
-            self.model.stop_training = True
+            self._stop()
 
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) >= self.max_steps:
-            self.model.stop_training = True
+            self._stop()
 
 
 
@@ -254,6 +269,17 @@ class BestWeights(keras.callbacks.Callback):
 class EarlyStopping(keras.callbacks.EarlyStopping):
     """`keras.callbacks.EarlyStopping` whose patience survives a resume (`get_state`)."""
 
+    stopped = False  # this callback ended the training (`stopped_by`)
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self.stopped = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        running = not self.model.stop_training
+        super().on_epoch_end(epoch, logs)
+        self.stopped = self.stopped or (running and self.model.stop_training)
+
     def get_state(self):
         best = None if self.best is None else float(self.best)
         return {"wait": int(self.wait), "best": best, "best_epoch": int(self.best_epoch)}
@@ -261,6 +287,24 @@ class EarlyStopping(keras.callbacks.EarlyStopping):
     def set_state(self, state):
         self.wait, self.best_epoch = int(state["wait"]), int(state["best_epoch"])
         self.best = state["best"]
+
+
+# `stopped_by`'s names of the budgets, by the callback that keeps each.
+_BUDGETS = ((StepLimit, "max_steps"), (TimeLimit, "max_minutes"),
+            (EarlyStopping, "early_stopping"))
+
+
+def stopped_by(callbacks):
+    """Which budget ended a training run with these callbacks: `"max_steps"`
+    (`StepLimit`), `"max_minutes"` (`TimeLimit`), `"early_stopping"`
+    (`EarlyStopping`), or `"epochs"` when none of them stopped it (every epoch
+    ran). The first callback to stop the run counts (a budget already spent
+    at a resume too)."""
+    for callback in callbacks:
+        for cls, name in _BUDGETS:
+            if isinstance(callback, cls) and callback.stopped:
+                return name
+    return "epochs"
 
 
 def _write_text(path, text):
