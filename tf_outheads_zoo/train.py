@@ -192,8 +192,10 @@ def check_data_files(data_config, run_dir):
         except OSError as error:
             reason = ("no such file" if isinstance(error, FileNotFoundError)
                       else error.strerror or type(error).__name__)
-            raise ConfigError(f"{key}: {path}: {reason}. Correct the path in the run file or "
-                              f"--set {key}=...; nothing was written to {run_dir}.") from None
+            setting = ".".join(key.split("[")[0].split(".")[:2])  # data.train, data.corpus
+            raise ConfigError(f"{key}: {path}: {reason}. Correct {setting} (in the run file, "
+                              f"or with --set {setting}=...) or put the file there; nothing "
+                              f"was written to {run_dir}.") from None
 
 
 def check_data_fingerprints(run_dir, data_config, log=print):
