@@ -29,8 +29,9 @@ before the body is read; more sources than the export's
 `max_request_sources` (read from `assets.extra/tf_outheads_export.json`,
 else 256) once parsed, before any tensor is made; and more subword pieces
 than its `max_request_pieces`, which the graph refuses after tokenizing.
-TF Serving itself has no body limit, and answers the graph's refusals
-(sources and pieces) with HTTP 400 and the same message.
+The body cap is the stand-in's own (set one in a proxy in front of TF
+Serving); TF Serving answers the graph's refusals (sources and pieces) with
+HTTP 400 and the same message.
 
 Imports only TensorFlow and tensorflow-text:
 
