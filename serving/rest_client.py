@@ -22,6 +22,10 @@ prediction per source: `{"translations": [n strings], "scores": [n floats],
 columns are `""` with score `-Infinity` (which Python's `json` reads as
 `-inf`). A refused request (HTTP 400, e.g. a NaN length penalty) raises
 `RuntimeError` with the server's `error` message.
+
+An export refuses a request of more than its `max_request_sources` sources
+(default 256; `serving/README.md`), so more sources go in several requests
+of at most `--max-sources` (default 256), one after the other.
 """
 
 import argparse
@@ -31,6 +35,7 @@ import urllib.request
 
 DEFAULT_URL = "http://localhost:8501/v1/models/translator"
 OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk")
+MAX_SOURCES = 256  # an export's default `max_request_sources`
 
 
 def build_request(sources, beam_size=None, length_penalty=None, num_hypotheses=None,
@@ -68,9 +73,21 @@ def parse_response(body):
     return body["predictions"]
 
 
-def translate(sources, url=DEFAULT_URL, timeout=60.0, **options):
-    """POST `sources` to `url + ":predict"`; returns `parse_response` of the answer."""
-    data = json.dumps(build_request(sources, **options)).encode("utf-8")
+def translate(sources, url=DEFAULT_URL, timeout=60.0, max_sources=MAX_SOURCES, **options):
+    """POST `sources` to `url + ":predict"`, at most `max_sources` per request (an empty
+    list in one); returns the predictions of every source, in order."""
+    sources = list(sources)
+    parts = [sources[start:start + max_sources]
+             for start in range(0, len(sources), max_sources)]
+    predictions = []
+    for part in parts or [sources]:
+        predictions += post(build_request(part, **options), url, timeout)
+    return predictions
+
+
+def post(body, url=DEFAULT_URL, timeout=60.0):
+    """POST one `:predict` body (a dict); returns `parse_response` of the answer."""
+    data = json.dumps(body).encode("utf-8")
     request = urllib.request.Request(url + ":predict", data=data,
                                      headers={"Content-Type": "application/json"})
     try:
@@ -89,10 +106,13 @@ def main(argv=None):
     parser.add_argument("--length-penalty", type=float)
     parser.add_argument("--num-hypotheses", type=int)
     parser.add_argument("--replace-unk", type=int, choices=(0, 1))
+    parser.add_argument("--max-sources", type=int, default=MAX_SOURCES,
+                        help=f"sources per request (default {MAX_SOURCES}, the export's limit)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     args = parser.parse_args(argv)
     sources = args.sources or sys.stdin.read().splitlines()
-    predictions = translate(sources, url=args.url, beam_size=args.beam_size,
+    predictions = translate(sources, url=args.url, max_sources=args.max_sources,
+                            beam_size=args.beam_size,
                             length_penalty=args.length_penalty,
                             num_hypotheses=args.num_hypotheses, replace_unk=args.replace_unk)
     if args.json:

@@ -22,6 +22,17 @@ string"`, the input named), a missing or invalid `Content-Length`, or an error
 of the graph (an option it refuses) is answered with HTTP 400 and
 `{"error": "..."}`; anything unexpected with HTTP 500 and the same shape.
 
+A request too large is answered with HTTP 413 and `{"error": "Request too
+large: ..."}` (the limit, the count, how to split), before it is decoded: a
+body over `--max-body-bytes` (default 8 MiB) from its `Content-Length`,
+before the body is read; more sources than the export's
+`max_request_sources` (read from `assets.extra/tf_outheads_export.json`,
+else 256) once parsed, before any tensor is made; and more subword pieces
+than its `max_request_pieces`, which the graph refuses after tokenizing.
+The body cap is the stand-in's own (set one in a proxy in front of TF
+Serving); TF Serving answers the graph's refusals (sources and pieces) with
+HTTP 400 and the same message.
+
 Imports only TensorFlow and tensorflow-text:
 
     python serving/rest_emulator.py --model-dir exports/translator/1 --port 8501
@@ -37,6 +48,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the SentencePiece ops)
+
+# 8 MiB: the largest request an export with the default limits can use
+# (64 sources of 255 pieces, each up to its 64 KiB `max_input_bytes`: 4 MiB,
+# 5.3 MiB as base64) with room for JSON and options.
+MAX_BODY_BYTES = 8 << 20
+# For a SavedModel that does not record its own (the export's default).
+MAX_REQUEST_SOURCES = 256
+EXPORT_CONFIG = os.path.join("assets.extra", "tf_outheads_export.json")
+TOO_LARGE = "Request too large:"
 
 
 def _value(value):
@@ -176,16 +196,38 @@ def response_body(outputs, row_format):
                             for index in range(size)]}
 
 
-def predict(loaded, body):
+def _source_count(body):
+    """How many sources a `:predict` body holds (rows, or the `sources` column)."""
+    if isinstance(body.get("instances"), list):
+        return len(body["instances"])
+    value = body.get("inputs")
+    if isinstance(value, dict) and set(value) != {"b64"}:
+        value = value.get("sources")
+    return len(value) if isinstance(value, list) else 1
+
+
+def max_request_sources(model_dir):
+    """The export's `max_request_sources` (its config file), else `MAX_REQUEST_SOURCES`."""
+    try:
+        with open(os.path.join(model_dir, EXPORT_CONFIG), encoding="utf-8") as stream:
+            return int(json.load(stream)["max_request_sources"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return MAX_REQUEST_SOURCES
+
+
+def predict(loaded, body, max_sources=None):
     """Answer a `:predict` body as TF Serving would: `(HTTP status, response dict)`.
 
     Args:
         loaded: the `tf.saved_model.load`ed model.
         body: the parsed JSON body (any JSON value).
+        max_sources: int or `None`. More sources are refused (HTTP 413)
+            before any tensor is made. Defaults to `None` (no limit here).
 
     Returns:
-        `(200, {"predictions" | "outputs": ...})`, or `(400, {"error": "..."})`
-        for a request TF Serving refuses (see the module docstring).
+        `(200, {"predictions" | "outputs": ...})`, `(400, {"error": "..."})`
+        for a request TF Serving refuses, or `(413, {"error": "Request too
+        large: ..."})` (see the module docstring).
     """
     if not isinstance(body, dict):
         return 400, {"error": f"JSON Value: {_json_text(body)} Is not object"}
@@ -195,12 +237,23 @@ def predict(loaded, body):
                               "is not a string"}
     if signature not in loaded.signatures:
         return 400, {"error": f'Serving signature name: "{signature}" not found in signature def'}
+    count = _source_count(body)
+    if max_sources is not None and count > max_sources:
+        return 413, {"error": f"{TOO_LARGE} it holds {count} sources; this model translates "
+                              f"at most {max_sources} per request (max_request_sources). Split "
+                              f"it into requests of at most {max_sources} sources."}
     function = loaded.signatures[signature]
     try:
         inputs, row_format = request_inputs(body, function.structured_input_signature[1])
         return 200, response_body(function(**inputs), row_format)
     except (ValueError, TypeError, tf.errors.OpError) as error:
-        return 400, {"error": getattr(error, "message", str(error))}
+        message = getattr(error, "message", str(error))
+        if TOO_LARGE in message:
+            # The graph's own limits (its pieces): 413 like ours (TF Serving: 400), with
+            # the assertion's message alone, not the graph's trace around it.
+            start = message.index(TOO_LARGE)
+            return 413, {"error": message[start:message.find("]", start)]}
+        return 400, {"error": message}
 
 
 def _content_length(headers):
@@ -213,7 +266,8 @@ def _content_length(headers):
     return int(value)
 
 
-def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None):
+def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None,
+          max_body_bytes=MAX_BODY_BYTES, max_sources=None):
     """Serve `POST /v1/models/<name>:predict` on `host:port` (loopback by default).
 
     Args:
@@ -221,8 +275,14 @@ def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None)
         port: int, 0 for any free port.
         max_requests: stop after this many requests (`None`: never).
         ready: optional callable `(port)`, called once listening.
+        max_body_bytes: int. A larger `Content-Length` is refused (HTTP 413)
+            before the body is read. Defaults to 8 MiB.
+        max_sources: int or `None`. More sources per request are refused
+            (HTTP 413); `None`: the export's `max_request_sources`.
     """
     loaded = tf.saved_model.load(model_dir)
+    if max_sources is None:
+        max_sources = max_request_sources(model_dir)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 (http.server's name)
@@ -233,20 +293,30 @@ def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None)
                 status, answer = 400, {"error": str(error)}
                 self.close_connection = True
             else:
-                data = self.rfile.read(length)
-                if not self.path.endswith(":predict"):
-                    status, answer = 404, {"error": f"unknown path {self.path}"}
+                if length > max_body_bytes:
+                    # Never read: answer, then close the connection.
+                    status, answer = 413, {"error": (
+                        f"{TOO_LARGE} its body has {length} bytes; this server takes at most "
+                        f"{max_body_bytes} (--max-body-bytes). Split it into smaller requests.")}
+                    self.close_connection = True
                 else:
-                    try:
-                        body = json.loads(data)
-                    except ValueError as error:  # also invalid UTF-8
-                        status, answer = 400, {"error": f"JSON Parse error: {error}"}
-                    else:
-                        try:
-                            status, answer = predict(loaded, body)
-                        except Exception as error:  # pylint: disable=broad-except
-                            # Never a dropped connection: say what went wrong.
-                            status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
+                    status, answer = self._predict(self.rfile.read(length))
+            self._answer(status, answer)
+
+        def _predict(self, data):
+            if not self.path.endswith(":predict"):
+                return 404, {"error": f"unknown path {self.path}"}
+            try:
+                body = json.loads(data)
+            except ValueError as error:  # also invalid UTF-8
+                return 400, {"error": f"JSON Parse error: {error}"}
+            try:
+                return predict(loaded, body, max_sources)
+            except Exception as error:  # pylint: disable=broad-except
+                # Never a dropped connection: say what went wrong.
+                return 500, {"error": f"{type(error).__name__}: {error}"}
+
+        def _answer(self, status, answer):
             data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -272,6 +342,11 @@ def main():
     parser.add_argument("--port", type=int, default=8501, help="0: any free port")
     parser.add_argument("--port-file", help="write the port here once listening")
     parser.add_argument("--max-requests", type=int, help="exit after this many requests")
+    parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES,
+                        help="refuse (HTTP 413) a larger body, unread (default 8 MiB)")
+    parser.add_argument("--max-request-sources", type=int,
+                        help="refuse (HTTP 413) more sources per request (default: the "
+                             "export's max_request_sources, else 256)")
     args = parser.parse_args()
 
     def ready(port):
@@ -281,7 +356,8 @@ def main():
                 stream.write(str(port))
             os.replace(args.port_file + ".tmp", args.port_file)
 
-    serve(args.model_dir, args.port, max_requests=args.max_requests, ready=ready)
+    serve(args.model_dir, args.port, max_requests=args.max_requests, ready=ready,
+          max_body_bytes=args.max_body_bytes, max_sources=args.max_request_sources)
 
 
 if __name__ == "__main__":

@@ -169,7 +169,8 @@ def _export(args):
     # unless given here.
     options = export_options(preset["decode"])
     _override(options, args, ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
-                              "beam_sizes", "max_source_length"))
+                              "beam_sizes", "max_source_length", "max_request_sources",
+                              "max_request_pieces"))
     path = export_translator(model, source_tokenizer, target_tokenizer, args.output, **options)
     print(f"[export] SavedModel written to {path} (signatures serving_default, translate; "
           f"see serving/README.md)")
@@ -399,6 +400,11 @@ def build_parser():
                         help="beam widths the graph holds, comma-separated (default 1,2,4,5,8)")
     export.add_argument("--max-source-length", type=int,
                         help="subword pieces kept per source, EOS included (default 256)")
+    export.add_argument("--max-request-sources", type=int,
+                        help="sources one request may hold; more are refused (default 256)")
+    export.add_argument("--max-request-pieces", type=int,
+                        help="subword pieces one request's sources may hold in all; more are "
+                             "refused (default 16384)")
     export.set_defaults(func=_export)
 
     compare = commands.add_parser(

@@ -34,12 +34,14 @@ def test_export_command_writes_a_saved_model_that_translates_like_the_run(traine
                                                                           tmp_path, capsys):
     output = str(tmp_path / "translator" / "1")
     cli.main(["export", "--run-dir", trained_run, "--output", output, "--beam-sizes", "1,2",
-              "--num-hypotheses", "1"])
+              "--num-hypotheses", "1", "--max-request-sources", "4",
+              "--max-request-pieces", "500"])
     assert "SavedModel written to" in capsys.readouterr().out
     with open(os.path.join(output, "assets.extra", "tf_outheads_export.json")) as f:
         config = json.load(f)
     # The run's decode settings are the signature's defaults.
     assert config["max_length_offset"] == 3 and config["beam_sizes"] == [1, 2]
+    assert config["max_request_sources"] == 4 and config["max_request_pieces"] == 500
 
     model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra.",
@@ -50,6 +52,9 @@ def test_export_command_writes_a_saved_model_that_translates_like_the_run(traine
     outputs = loaded.signatures["serving_default"](sources=tf.constant(sources))
     texts = [text.decode("utf-8") for text in outputs["translations"].numpy()[:, 0]]
     assert texts == expected[:2] + [""] + expected[2:]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"it holds 5 sources; this export translates at most 4 per"):
+        loaded.signatures["serving_default"](sources=tf.constant(sources + ["Amén."]))
 
 
 def test_export_leaves_the_keras_file_loadable(trained_run, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 
 from tests.export.conftest import BEAM, HEADS, Server
 from tf_outheads.decoding import Translator
+from tf_outheads.export import MAX_REQUEST_PIECES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
 
 TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp",
             "SentencepieceIdToStringOp"}
@@ -19,6 +20,8 @@ INVALID_UTF8 = b"Dios \xff\xfe es amor \xc3"
 # Sources with no subword piece: empty, blank, zero-width, control characters,
 # invalid bytes only.
 NO_PIECE = ["", "   ", "\u200b", "\x01\x02\x1f", b"\xff", b"\x80\xbf", "\ufeff\t\n"]
+# Sources of the longest length a source keeps, one more than the piece limit admits.
+OVER_PIECES = MAX_REQUEST_PIECES // (MAX_SOURCE_LENGTH - 1) + 1
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,12 @@ def served(exports, spanish_test_verses, long_text):
     calls["no piece beam"] = server.call("tied", NO_PIECE, beam_size=BEAM, num_hypotheses=2)
     calls["no piece options"] = server.call("tied", NO_PIECE, beam_size=[1, BEAM] * 3 + [1],
                                             num_hypotheses=-1, length_penalty=0.6)
-    calls["512 empty"] = server.call("tied", [""] * 512)
+    calls["empty at the limit"] = server.call("tied", [""] * MAX_REQUEST_SOURCES)
+    over = ["Y dijo Dios: Sea la luz."] * (MAX_REQUEST_SOURCES + 1)
+    calls["over sources"] = server.call("tied", over)
+    calls["over sources options"] = server.call("tied", over, beam_size=BEAM)
+    # About 300 pieces each: every one counts MAX_SOURCE_LENGTH - 1.
+    calls["over pieces"] = server.call("tied", [" ".join(spanish_test_verses)] * OVER_PIECES)
     calls["no piece and a verse"] = server.call(
         "tied", NO_PIECE + [spanish_test_verses[0]], beam_size=[1] * len(NO_PIECE) + [BEAM])
     calls["long"] = server.call("tied", [long_text, spanish_test_verses[0]])
@@ -174,10 +182,11 @@ def test_a_group_of_sources_without_a_piece_gives_empty_translations(served, key
 
 def test_many_empty_sources_and_a_verse(served):
     results, _ = served
-    outputs = results["512 empty"]
+    outputs = results["empty at the limit"]
     assert "error" not in outputs, outputs
-    assert outputs["translations"] == [[""]] * 512 and outputs["scores"] == [[0.0]] * 512
-    assert outputs["empty_source"] == [True] * 512
+    assert outputs["translations"] == [[""]] * MAX_REQUEST_SOURCES
+    assert outputs["scores"] == [[0.0]] * MAX_REQUEST_SOURCES
+    assert outputs["empty_source"] == [True] * MAX_REQUEST_SOURCES
     mixed = results["no piece and a verse"]
     assert mixed["empty_source"] == [True] * len(NO_PIECE) + [False]
     assert translations(mixed) == [""] * len(NO_PIECE) + [translations(results["tied", "beam"])[0]]
@@ -255,6 +264,28 @@ def test_saved_model_cli_lists_both_signatures(exports):
         assert f"inputs['{option}'] tensor_info:" in translate
 
 
+@pytest.mark.parametrize("key", ["over sources", "over sources options"])
+def test_a_request_over_the_source_limit_is_refused_naming_it(served, key):
+    results, _ = served
+    outputs = results[key]
+    assert outputs.get("error") == "InvalidArgumentError", outputs
+    assert (f"Request too large: it holds {MAX_REQUEST_SOURCES + 1} sources; this export "
+            f"translates at most {MAX_REQUEST_SOURCES} per request (max_request_sources). "
+            f"Split it into requests of at most {MAX_REQUEST_SOURCES} sources."
+            in outputs["message"]), outputs["message"]
+
+
+def test_a_request_over_the_piece_limit_is_refused_naming_it(served):
+    results, _ = served
+    outputs = results["over pieces"]
+    assert outputs.get("error") == "InvalidArgumentError", outputs
+    total = OVER_PIECES * (MAX_SOURCE_LENGTH - 1)
+    assert (f"Request too large: its sources hold {total} subword pieces (each source counted "
+            f"up to {MAX_SOURCE_LENGTH - 1}); this export translates at most "
+            f"{MAX_REQUEST_PIECES} per request (max_request_pieces)"
+            in outputs["message"]), outputs["message"]
+
+
 def test_export_records_its_options(exports):
     with open(os.path.join(exports["tied"], "assets.extra", "tf_outheads_export.json")) as f:
         config = json.load(f)
@@ -266,6 +297,8 @@ def test_export_records_its_options(exports):
         assert config["signatures"][signature]["outputs"] == [
             "translations", "scores", "beam_size", "truncated", "empty_source"]
     assert config["max_length_penalty"] == 10.0
+    assert config["max_request_sources"] == MAX_REQUEST_SOURCES == 256
+    assert config["max_request_pieces"] == MAX_REQUEST_PIECES == 16_384
 
 
 def test_translate_options_have_recorded_defaults(served):

@@ -29,8 +29,11 @@ class WithoutAlignments:
         ({"max_length_offset": -3}, "max_length_offset=-3"),
         ({"max_source_length": 1}, "max_source_length=1"),
         ({"num_hypotheses": 3, "beam_size": 2}, "num_hypotheses=3"),
+        ({"max_request_sources": 0}, "max_request_sources=0"),
+        ({"max_request_pieces": 2.5}, "max_request_pieces=2.5"),
     ],
-    ids=["nan", "inf", "negative", "above_10", "ratio_nan", "offset", "source_length", "n_best"],
+    ids=["nan", "inf", "negative", "above_10", "ratio_nan", "offset", "source_length", "n_best",
+         "request_sources", "request_pieces"],
 )
 def test_export_refuses_default_options_out_of_range(tiny_models, tokenizer, tmp_path, kwargs,
                                                      message):

@@ -1,4 +1,5 @@
-"""The REST stand-in answers each bad request with HTTP 400 and `{"error": ...}` (loopback)."""
+"""The REST stand-in answers each bad request with HTTP 400 and `{"error": ...}`, and a
+request too large with HTTP 413 before decoding it (loopback)."""
 
 import http.client
 import json
@@ -7,23 +8,29 @@ import socket
 import pytest
 
 from tests.export.conftest import start_rest_emulator
+from tf_outheads.export import MAX_REQUEST_PIECES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
 
 PATH = "/v1/models/translator:predict"
 OPTIONS = {"beam_size": -1, "length_penalty": -1.0, "num_hypotheses": -1, "replace_unk": -1}
 
 
 @pytest.fixture(scope="module")
-def address(export_of, tmp_path_factory):
-    """`(host, port)` of the REST stand-in serving the tied export on 127.0.0.1."""
+def emulator(export_of, tmp_path_factory):
+    """`(process, (host, port))` of the REST stand-in serving the tied export on 127.0.0.1."""
     port_file = tmp_path_factory.mktemp("rest_emulator") / "port"
     process, port = start_rest_emulator(export_of("tied"), port_file)
-    yield "127.0.0.1", port
+    yield process, ("127.0.0.1", port)
     process.terminate()
     try:
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.fixture(scope="module")
+def address(emulator):
+    return emulator[1]
 
 
 def post(address, body, headers=None):
@@ -118,3 +125,54 @@ def test_the_server_still_answers_after_bad_requests(address):
     assert [p["empty_source"] for p in predictions] == [False, True, True]
     assert [p["translations"] for p in predictions][1:] == [[""], [""]]
     assert predictions[1]["scores"] == [0.0]
+
+
+def peak_rss_bytes(pid):
+    """The process's peak resident set size so far (`VmHWM`), in bytes."""
+    with open(f"/proc/{pid}/status") as stream:
+        for line in stream:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_request_over_the_source_limit_gets_413_before_decoding(emulator):
+    # The issue's request: 40,000 short sentences (0.9 MB of JSON), which the
+    # stand-in used to decode as one batch. Refused once parsed, before any
+    # tensor is made: the peak RSS barely moves.
+    process, address = emulator
+    post(address, json.dumps({"instances": ["Y dijo Dios"]}).encode("utf-8"))  # warm
+    before = peak_rss_bytes(process.pid)
+    for body in ({"instances": ["Y dijo Dios: Sea la luz."] * 40_000},
+                 {"signature_name": "translate",
+                  "instances": [translate_row()] * (MAX_REQUEST_SOURCES + 1)}):
+        status, answer = post(address, json.dumps(body).encode("utf-8"))
+        assert status == 413, answer
+        assert set(answer) == {"error"}, answer
+        count = len(body["instances"])
+        assert answer["error"].startswith(
+            f"Request too large: it holds {count} sources; this model translates at most "
+            f"{MAX_REQUEST_SOURCES} per request (max_request_sources). Split it into requests "
+            f"of at most {MAX_REQUEST_SOURCES} sources."), answer
+    assert peak_rss_bytes(process.pid) - before < 100 << 20
+
+
+def test_a_request_over_the_piece_limit_gets_413(address):
+    long_source = "Y dijo Dios: Sea la luz; y fue la luz. " * 40  # > 255 pieces
+    count = MAX_REQUEST_PIECES // (MAX_SOURCE_LENGTH - 1) + 1
+    status, answer = post(address, json.dumps({"instances": [long_source] * count})
+                          .encode("utf-8"))
+    assert status == 413, answer
+    assert answer["error"].startswith("Request too large: its sources hold"), answer
+    assert f"at most {MAX_REQUEST_PIECES} per request (max_request_pieces)" in answer["error"]
+
+
+def test_a_body_over_the_size_limit_gets_413_unread(address):
+    # Only the headers are sent: the answer comes from `Content-Length` alone.
+    request = (f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {1 << 30}\r\n"
+               "Content-Type: application/json\r\n\r\n").encode("ascii")
+    status, answer = post_raw(address, request)
+    assert status == 413, answer
+    assert answer["error"] == (
+        f"Request too large: its body has {1 << 30} bytes; this server takes at most "
+        f"{8 << 20} (--max-body-bytes). Split it into smaller requests.")

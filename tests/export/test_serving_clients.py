@@ -30,6 +30,26 @@ def test_request_bodies_follow_the_signatures():
                                     "num_hypotheses": -1, "replace_unk": 1}
 
 
+def test_many_sources_go_in_requests_within_the_export_limit(monkeypatch):
+    bodies = []
+
+    def post(body, url, timeout):
+        bodies.append(body)
+        return [{"source": row["sources"] if isinstance(row, dict) else row}
+                for row in body["instances"]]
+
+    monkeypatch.setattr(rest_client, "post", post)
+    sources = [f"verse {index}" for index in range(600)]
+    predictions = rest_client.translate(sources)
+    assert [len(body["instances"]) for body in bodies] == [256, 256, 88]
+    assert [p["source"] for p in predictions] == sources
+    bodies.clear()
+    predictions = rest_client.translate(sources[:5], max_sources=2, beam_size=4)
+    assert [len(body["instances"]) for body in bodies] == [2, 2, 1]
+    assert all(body["signature_name"] == "translate" for body in bodies)
+    assert [p["source"] for p in predictions] == sources[:5]
+
+
 @pytest.fixture(scope="module")
 def rest_url(exports, tmp_path_factory):
     """The REST stand-in serving the tied export on 127.0.0.1, for 4 requests at most."""

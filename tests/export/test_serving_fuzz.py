@@ -23,7 +23,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for the l
 from tests.export.conftest import BEAM
 from tf_outheads import data
 from tf_outheads.decoding.options import MAX_LENGTH_PENALTY
-from tf_outheads.export import MAX_INPUT_BYTES, MAX_SOURCE_LENGTH
+from tf_outheads.export import MAX_INPUT_BYTES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
 
 SEED = 20260518
 WIDTHS = (1, BEAM)  # what the export holds a search for
@@ -224,7 +224,8 @@ def test_generated_inputs_each_give_one_well_formed_row(loaded, tokenizer, verse
                                       "num_hypotheses": tf.constant([rng.choice([1, width])]),
                                       "replace_unk": tf.constant([-1])}))
         batches.append(([getattr(inputs, kind)() for _ in range(8)], None))
-    batches.append(([b""] * 512, None))
+    # 512 of them, in two requests at the export's source limit.
+    batches += [([b""] * MAX_REQUEST_SOURCES, None)] * 2
     batches.append(([inputs.long() for _ in range(3)], None))
     batches += generated_batches(rng, inputs, count=40)
 

@@ -6,8 +6,10 @@ TensorFlow ops, so the same code runs eagerly, inside a `tf.function` and
 inside an exported SavedModel:
 
     sources (batch,) tf.string
+      └─ refuse a request of more than `max_request_sources` sources (when set)
       └─ encode: cut to `max_input_bytes` (when set), invalid UTF-8 → U+FFFD,
          SentencePiece tokenize, keep `max_source_length - 1` pieces, + EOS   (CPU)
+      └─ refuse a request of more than `max_request_pieces` pieces (when set)
       └─ decode: output limit ratio × (pieces + EOS) + offset, 0 for a source
          without a piece; rows grouped by beam width: greedy_search (width 1)
          or beam_search (n = 1, or n = width for an n-best list), step
@@ -68,6 +70,13 @@ class TranslationGraph:
         max_length_offset: int >= 0. Defaults to 10.
         max_input_bytes: int or `None`. Raw inputs are cut to this many bytes
             before tokenization; `None` keeps them whole. Defaults to `None`.
+        max_request_sources: int or `None`. `translate` refuses a request of
+            more sources (`InvalidArgumentError`), before tokenizing it;
+            `None`: no limit. Defaults to `None`.
+        max_request_pieces: int or `None`. `translate` refuses a request whose
+            sources hold more subword pieces in all (each counted after its
+            cut to `max_source_length - 1`), before decoding it; `None`: no
+            limit. Defaults to `None`.
 
     Raises:
         ValueError: `length_penalty`, `max_length_ratio`,
@@ -79,7 +88,7 @@ class TranslationGraph:
     def __init__(self, model, source_tokenizer, target_tokenizer, beam_size=1,
                  length_penalty=0.0, num_hypotheses=1, replace_unk=False, beam_sizes=(),
                  max_source_length=256, max_length_ratio=1.5, max_length_offset=10,
-                 max_input_bytes=None):
+                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None):
         self.length_penalty = check_length_penalty(length_penalty)
         self.max_length_ratio, self.max_length_offset, self.max_source_length = (
             check_length_limits(max_length_ratio, max_length_offset, max_source_length))
@@ -96,6 +105,9 @@ class TranslationGraph:
         self.replace_unk = bool(replace_unk)
         self.beam_sizes = tuple(sorted({int(width) for width in beam_sizes} | {self.beam_size}))
         self.max_input_bytes = None if max_input_bytes is None else int(max_input_bytes)
+        self.max_request_sources = (None if max_request_sources is None
+                                    else int(max_request_sources))
+        self.max_request_pieces = None if max_request_pieces is None else int(max_request_pieces)
         # The bound on one step's score that lets the beam search stop early:
         # 0 for log-probabilities; heads with other scores (cosine) say theirs.
         self.max_step_score = getattr(model.head, "max_step_score", 0.0)
@@ -117,16 +129,24 @@ class TranslationGraph:
             `beam_size` `(B,)` int32, `truncated` `(B,)` bool, `empty_source`
             `(B,)` bool.
         """
+        checks = self.check_request_sources(tf.size(sources))
         if options is not None:
-            checks = self.check_options(tf.size(sources), options)
-            # Refused options fail the request before anything is tokenized, broadcast
-            # or decoded: everything below reads `sources` after the checks.
+            checks += self.check_options(tf.size(sources), options)
+        if checks:
+            # A request too large, or refused options, fail the request before anything
+            # is tokenized, broadcast or decoded: everything below reads `sources` after
+            # the checks.
             with tf.control_dependencies(checks):
                 sources = tf.identity(sources)
         batch_size = tf.shape(sources)[0]
         if options is not None:
             options = self.resolve_options(options, batch_size)
         source_ids, num_pieces, truncated = self.encode(sources)
+        checks = self.check_request_pieces(num_pieces)
+        if checks:
+            # Too many pieces fail the request before the search allocates anything.
+            with tf.control_dependencies(checks):
+                source_ids = tf.identity(source_ids)
         translations, scores = self.decode(source_ids, num_pieces, cache, options)
         return {
             "translations": translations,  # (B, n)
@@ -137,6 +157,37 @@ class TranslationGraph:
             "truncated": truncated,  # (B,) pieces dropped past max_source_length
             "empty_source": tf.equal(num_pieces, 0),  # (B,) no piece: nothing decoded
         }
+
+    # -- the size of a request -----------------------------------------------
+    def check_request_sources(self, num_sources):
+        """`[]`, or an assert refusing more than `max_request_sources` sources.
+
+        Its `InvalidArgumentError` starts with `Request too large:` and names
+        the limit, the count received and how to split the request.
+        """
+        if self.max_request_sources is None:
+            return []
+        limit = self.max_request_sources
+        return [tf.debugging.Assert(num_sources <= limit, [tf.strings.format(
+            "Request too large: it holds {} sources; this export translates at most {} per "
+            "request (max_request_sources). Split it into requests of at most {} sources.",
+            (num_sources, limit, limit))], name="check_request_sources")]
+
+    def check_request_pieces(self, num_pieces):
+        """`[]`, or an assert refusing more than `max_request_pieces` pieces in all.
+
+        `num_pieces`: `(B,)`, each source's pieces after its cut to
+        `max_source_length - 1`. The message is as `check_request_sources`.
+        """
+        if self.max_request_pieces is None:
+            return []
+        limit = self.max_request_pieces
+        total = tf.reduce_sum(num_pieces)
+        return [tf.debugging.Assert(total <= limit, [tf.strings.format(
+            "Request too large: its sources hold {} subword pieces (each source counted up "
+            "to {}); this export translates at most {} per request (max_request_pieces). "
+            "Split it into smaller requests.",
+            (total, self.max_source_length - 1, limit))], name="check_request_pieces")]
 
     # -- per-request options --------------------------------------------------
     def check_options(self, batch_size, options):

@@ -9,6 +9,8 @@ strings with everything inside the graph (tokenization, search, detokenization,
 
 from tf_outheads.export.translator_module import DEFAULT_BEAM_SIZES
 from tf_outheads.export.translator_module import MAX_INPUT_BYTES
+from tf_outheads.export.translator_module import MAX_REQUEST_PIECES
+from tf_outheads.export.translator_module import MAX_REQUEST_SOURCES
 from tf_outheads.export.translator_module import MAX_SOURCE_LENGTH
 from tf_outheads.export.translator_module import TranslatorModule
 from tf_outheads.export.translator_module import export_options
@@ -17,6 +19,8 @@ from tf_outheads.export.translator_module import export_translator
 __all__ = [
     "DEFAULT_BEAM_SIZES",
     "MAX_INPUT_BYTES",
+    "MAX_REQUEST_PIECES",
+    "MAX_REQUEST_SOURCES",
     "MAX_SOURCE_LENGTH",
     "TranslatorModule",
     "export_options",

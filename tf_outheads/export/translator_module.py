@@ -8,8 +8,10 @@ runs; this module adds what only a SavedModel needs (tokenizer copies pinned
 to the CPU, the head cache as variables, the signatures, the config file):
 
     sources (batch,) tf.string
+      └─ refused above `max_request_sources` sources                (InvalidArgumentError)
       └─ cut to `max_input_bytes`, invalid UTF-8 → U+FFFD        (CPU)
       └─ SentencePiece tokenize, keep `max_source_length - 1` pieces, + EOS (CPU)
+      └─ refused above `max_request_pieces` pieces in all           (InvalidArgumentError)
       └─ rows grouped by beam width; per group greedy_search (width 1) or
          beam_search (n = 1, or n = width when a row asks for an n-best list),
          step function model.make_step_fn(head cache)
@@ -40,6 +42,19 @@ at export time**, and saved as variables: a serving process answers many
 small requests, and recomputing E' (|V|·d_j·d_e multiply-adds) for each would
 cost more than decoding a short sentence; the exported model never trains,
 so the cache cannot go stale. A call reads them once, before the search.
+
+A request is decoded as one batch, so its memory grows with its size: the
+graph refuses a request of more than `max_request_sources` sources (default
+256), or whose sources hold more than `max_request_pieces` subword pieces in
+all (default 16,384), with an `InvalidArgumentError` starting `Request too
+large:` (the limit, the count, how to split), before anything is decoded.
+Each source is already bounded (`max_input_bytes`, `max_source_length`, the
+output limit), so these bound the whole request (its memory is measured in
+`serving/README.md`). 256 sources: eight of the batches of 32 TF Serving
+forms (`serving/batching_parameters.txt`), a page or two of a document; more
+go in several requests (`serving/rest_client.py` splits them). 16,384
+pieces: all 256 sources at 64 pieces each (more than twice an average
+sentence) or 64 sources at the longest a source may be (255 pieces).
 """
 
 import json
@@ -55,6 +70,8 @@ from tf_outheads.validation import positive_int
 DEFAULT_BEAM_SIZES = (1, 2, 4, 5, 8)
 MAX_SOURCE_LENGTH = 256
 MAX_INPUT_BYTES = 1 << 16
+MAX_REQUEST_SOURCES = 256
+MAX_REQUEST_PIECES = 16_384
 SIGNATURE_KEYS = ("serving_default", "translate")
 CONFIG_PATH = os.path.join("assets.extra", "tf_outheads_export.json")
 # What `saved_model_cli` and servers see: input and output names.
@@ -117,6 +134,12 @@ class TranslatorModule(tf.Module):
             character cut in two becomes U+FFFD). With the defaults the first
             255 pieces of any text shorter than 64 KiB are unaffected.
             Defaults to 65536.
+        max_request_sources: int. A request of more sources is refused
+            (`InvalidArgumentError` naming the limit and the count) before it
+            is tokenized. Defaults to 256.
+        max_request_pieces: int. A request whose sources hold more subword
+            pieces in all (each counted after its cut to `max_source_length
+            - 1`) is refused before it is decoded. Defaults to 16384.
         name: str. Module name. Defaults to `"translator"`.
 
     Outputs: `translations` `(batch, n)` string, `scores` `(batch, n)`
@@ -144,6 +167,8 @@ class TranslatorModule(tf.Module):
     length (neither 1 nor the batch size), a NaN or infinite
     `length_penalty` or one above 10, and `replace_unk` > 0 when the model
     cannot align (`replace_unk_available` false in the export's config).
+    A request too large (`max_request_sources`, `max_request_pieces`) is
+    refused the same way, its message starting `Request too large:`.
 
     Raises:
         ValueError: a default option out of range (named, with the value
@@ -162,7 +187,8 @@ class TranslatorModule(tf.Module):
                  length_penalty=0.0, num_hypotheses=1, replace_unk=False,
                  beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
                  max_length_ratio=1.5, max_length_offset=10, max_input_bytes=MAX_INPUT_BYTES,
-                 name="translator"):
+                 max_request_sources=MAX_REQUEST_SOURCES,
+                 max_request_pieces=MAX_REQUEST_PIECES, name="translator"):
         super().__init__(name=name)
         beam_size = positive_int("beam_size", beam_size)
         num_hypotheses = positive_int("num_hypotheses", num_hypotheses)
@@ -171,6 +197,8 @@ class TranslatorModule(tf.Module):
                              f"({beam_size}). Received: num_hypotheses={num_hypotheses}")
         widths = [positive_int("beam_sizes", width) for width in beam_sizes]
         positive_int("max_input_bytes", max_input_bytes)
+        positive_int("max_request_sources", max_request_sources)
+        positive_int("max_request_pieces", max_request_pieces)
         joint = source_tokenizer is target_tokenizer
         source_copy = _tokenizer_copy(
             source_tokenizer, "joint_tokenizer" if joint else "source_tokenizer")
@@ -185,7 +213,8 @@ class TranslatorModule(tf.Module):
             length_penalty=length_penalty, num_hypotheses=num_hypotheses,
             replace_unk=replace_unk, beam_sizes=[1, *widths],
             max_source_length=max_source_length, max_length_ratio=max_length_ratio,
-            max_length_offset=max_length_offset, max_input_bytes=max_input_bytes)
+            max_length_offset=max_length_offset, max_input_bytes=max_input_bytes,
+            max_request_sources=max_request_sources, max_request_pieces=max_request_pieces)
         object.__setattr__(self, "_graph", graph)
         self.beam_size = beam_size
         self.length_penalty = graph.length_penalty
@@ -196,6 +225,8 @@ class TranslatorModule(tf.Module):
         self.max_length_ratio = graph.max_length_ratio
         self.max_length_offset = graph.max_length_offset
         self.max_input_bytes = graph.max_input_bytes
+        self.max_request_sources = graph.max_request_sources
+        self.max_request_pieces = graph.max_request_pieces
         self.can_replace_unk = graph.can_replace_unk
         self.max_step_score = graph.max_step_score
         # Tracked: the SentencePiece resources the graph reads.
@@ -264,6 +295,8 @@ class TranslatorModule(tf.Module):
             "max_length_ratio": self.max_length_ratio,
             "max_length_offset": self.max_length_offset,
             "max_input_bytes": self.max_input_bytes,
+            "max_request_sources": self.max_request_sources,
+            "max_request_pieces": self.max_request_pieces,
             "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
         }
@@ -273,7 +306,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
                       length_penalty=0.0, num_hypotheses=1, replace_unk=False,
                       beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
                       max_length_ratio=1.5, max_length_offset=10,
-                      max_input_bytes=MAX_INPUT_BYTES):
+                      max_input_bytes=MAX_INPUT_BYTES, max_request_sources=MAX_REQUEST_SOURCES,
+                      max_request_pieces=MAX_REQUEST_PIECES):
     """Write a SavedModel that translates raw strings (see `TranslatorModule`).
 
     Signatures `serving_default(sources)` and `translate(sources, beam_size,
@@ -295,7 +329,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
             numbered version directory: `models/translator/1`).
         beam_size, length_penalty, num_hypotheses, replace_unk, beam_sizes,
         max_source_length, max_length_ratio, max_length_offset,
-        max_input_bytes: see `TranslatorModule`.
+        max_input_bytes, max_request_sources, max_request_pieces: see
+            `TranslatorModule`.
 
     Returns:
         str, `path`.
@@ -317,7 +352,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
         length_penalty=length_penalty, num_hypotheses=num_hypotheses, replace_unk=replace_unk,
         beam_sizes=beam_sizes, max_source_length=max_source_length,
         max_length_ratio=max_length_ratio, max_length_offset=max_length_offset,
-        max_input_bytes=max_input_bytes)
+        max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
+        max_request_pieces=max_request_pieces)
     module.track_used_variables()
     path = os.fspath(path)
     tf.saved_model.save(module, path, signatures=module.signatures())
