@@ -10,15 +10,33 @@ BIBLE_CORPUS_PATH = (
 
 
 _DOCS_DIRECTORIES = ("tutorials", "benchmarks")
+# Directories whose session fixtures are costly: their tests share one worker under xdist.
+_SHARED_SESSION_DIRECTORIES = ("export",)
+_ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def _parts(item):
+    return pathlib.Path(str(item.path)).resolve().relative_to(_ROOT).parts
+
+
+def pytest_itemcollected(item):
+    """Every test gets an `xdist_group`, for README's test command (`pytest -n 2`, with
+    `--dist loadgroup` from setup.cfg): a file's tests run in one worker process, so
+    its module fixtures (a trained run, a tokenizer) are built once; so do all of
+    tests/export, whose session fixtures export three SavedModels and start a
+    server-like loader (~60 s). Set here, as each test is collected: xdist reads the
+    groups in its own `pytest_collection_modifyitems`, which may run before ours."""
+    parts = _parts(item)
+    group = parts[0] if parts and parts[0] in _SHARED_SESSION_DIRECTORIES else "/".join(parts)
+    item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_modifyitems(config, items):
     """The slow tests of tests/tutorials and tests/benchmarks (they run the scripts of
     tutorials/ and benchmarks/) also carry the `docs` marker: `pytest -m docs` runs them
-    alone (`pytest -m slow` runs every slow test; CI runs none, to stay under 30 minutes)."""
-    root = pathlib.Path(__file__).resolve().parent
+    alone (`pytest -m slow` runs every slow test, the `docs` ones included)."""
     for item in items:
-        parts = pathlib.Path(str(item.path)).resolve().relative_to(root).parts
+        parts = _parts(item)
         if parts and parts[0] in _DOCS_DIRECTORIES and item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.docs)
 

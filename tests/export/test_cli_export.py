@@ -57,6 +57,7 @@ def test_export_command_writes_a_saved_model_that_translates_like_the_run(traine
         loaded.signatures["serving_default"](sources=tf.constant(sources + ["Amén."]))
 
 
+@pytest.mark.slow  # CLI train + export end to end (issue 37: CI runs it)
 def test_export_leaves_the_keras_file_loadable(trained_run, tmp_path):
     model, source_tokenizer, target_tokenizer, _ = load_run(trained_run)
     before = [weight.numpy() for weight in model.weights]

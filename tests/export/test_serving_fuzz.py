@@ -209,6 +209,7 @@ def generated_batches(rng, inputs, count, max_batch=48, long_every=12):
     return batches
 
 
+@pytest.mark.slow  # hundreds of generated requests (issue 37: CI runs it)
 def test_generated_inputs_each_give_one_well_formed_row(loaded, tokenizer, verses):
     rng = random.Random(SEED)
     inputs = Inputs(rng, verses)

@@ -193,7 +193,7 @@ def test_gradient_matches_finite_differences(dim, kappa):
         np.testing.assert_allclose(theoretical[0], numerical[0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("order_kind", ["static", "tensor"])
+@pytest.mark.parametrize("order_kind", ["static", pytest.param("tensor", marks=pytest.mark.slow)])
 def test_xla_matches_eager(order_kind):
     kappa = tf.constant(KAPPAS, tf.float64)
     if order_kind == "static":

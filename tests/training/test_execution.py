@@ -66,6 +66,7 @@ def _train(eager=False, kind="lstm", steps=6, dropout=0.0, **options):
     return seen.rows, [v.numpy() for v in model.trainable_variables]
 
 
+@pytest.mark.slow  # XLA and multi-step compilations of a whole model (issue 37: CI runs it)
 @pytest.mark.parametrize("kind", ["lstm", "transformer"])
 def test_xla_and_multi_step_reproduce_the_eager_losses(kind):
     # Per-step losses of a fixed batch sequence (three padded shapes) to 1e-5,
@@ -92,7 +93,7 @@ def test_xla_and_multi_step_reproduce_the_eager_losses(kind):
 
 
 # The next two compile XLA steps more than the test above (84 s and 43 s on 2 CI cores):
-# the slow set (`pytest -m slow`) runs them; the default run keeps the test above.
+# the slow set (`pytest -m slow`, which CI runs) has them, and the test above (issue 37).
 @pytest.mark.slow
 def test_accumulation_with_xla_and_several_steps_per_call():
     reference, reference_weights = _train(steps=6, accumulation_steps=2)
@@ -142,6 +143,7 @@ def test_backups_and_step_limit_fall_at_their_steps(tmp_path):
                                            atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow  # a 4-step execution traced beside a reference fit (issue 37: CI runs it)
 def test_nan_stops_the_execution_at_its_step():
     # A NaN at step 3 inside an execution of 4 steps: steps 1-2 applied and
     # logged, step 3 raises naming it, step 4 never runs.

@@ -194,6 +194,7 @@ def test_continuous_head_trains_with_vectors_of_its_own_tokenizer(small_corpus, 
     assert results["parameters"]["output_layer"] == 64 * 12 + 12 + target_tokenizer.vocab_size * 12
 
 
+@pytest.mark.slow  # CLI training or subprocesses end to end (issue 37: CI runs it)
 def test_train_again_resumes_from_the_backup_and_averages(trained_run, tmp_path, small_corpus,
                                                           capsys):
     import shutil
@@ -338,6 +339,7 @@ def test_translate_says_how_many_sources_were_cut(trained_run, tmp_path, capfd):
     assert "1 of 2 sources were longer than 255 subword pieces and were cut" in err, err
 
 
+@pytest.mark.slow  # CLI training or subprocesses end to end (issue 37: CI runs it)
 def test_commands_print_no_tensorflow_start_up_noise(trained_run, tmp_path):
     """On a CPU machine TensorFlow's import prints cuInit failures, oneDNN and absl
     notices that read like errors; the CLI keeps them out of stderr."""
@@ -379,6 +381,7 @@ def _run_file(path, corpus, **extra):
     return str(path)
 
 
+@pytest.mark.slow  # CLI training or subprocesses end to end (issue 37: CI runs it)
 def test_train_from_a_run_file_is_the_preset_with_its_keys(small_corpus, tmp_path):
     run_file = _run_file(tmp_path / "mine.yaml", small_corpus)
     run_dir = tmp_path / "runs" / "mine"

@@ -145,6 +145,7 @@ def test_history_logs_nll_and_rewe_separately_and_their_weighted_sum():
     assert logs["rewe_loss"] != pytest.approx(logs["logits_loss"], rel=1e-2)
 
 
+@pytest.mark.slow  # a training with TensorBoard logs (issue 37: CI runs it)
 def test_tensorboard_has_separate_nll_and_rewe_curves(tmp_path):
     x, y = make_batch()
     model = compile_rewe(make_model())
@@ -284,7 +285,8 @@ def test_padded_decoder_inputs_change_neither_the_rewe_loss_nor_its_gradients():
 
 # -- saving ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("targets", ["input_embedding", "pretrained"])
+@pytest.mark.parametrize("targets", ["input_embedding",
+                                     pytest.param("pretrained", marks=pytest.mark.slow)])
 def test_keras_save_load_round_trip(targets, tmp_path):
     x, y = make_batch()
     rewe = dict(REWE, targets=targets)
@@ -329,6 +331,7 @@ def test_jit_compile_trains_and_evaluates_like_graph_mode():
             np.testing.assert_allclose(xla[name], graph[name], rtol=2e-4)
 
 
+@pytest.mark.slow  # training steps of a whole model (issue 37: CI runs it)
 def test_mixed_float16_trains_with_loss_scaling(mixed_precision):
     x, y = make_batch()
     model = compile_for_translation(make_model(dropout=0.0), learning_rate=1e-2)
@@ -372,6 +375,7 @@ def test_compile_for_translation_refuses_an_auxiliary_loss_without_its_head():
         make_model(rewe=None).compile(optimizer="adam", loss={"rewe": ReWELoss()})
 
 
+@pytest.mark.slow  # training steps of a whole model (issue 37: CI runs it)
 def test_sampled_softmax_and_rewe_train_together():
     # Each loss reads the decoder outputs: candidates of the head, and the ReWE head.
     x, y = make_batch()
@@ -494,8 +498,9 @@ def test_cpu_pair_differs_only_by_rewe():
     assert paper_plain["model"]["rewe"] is None and paper_plain["train"]["rewe"] is None
 
 
-@pytest.mark.parametrize("name", ["lstm-cpu-rewe", "lstm-rewe-paper", "lstm-rewe-paper-plain",
-                                  "lstm-cpu-rewe-contrastive-a", "lstm-cpu-rewe-contrastive-b"])
+@pytest.mark.parametrize("name", ["lstm-cpu-rewe", *(pytest.param(name, marks=pytest.mark.slow) for name in (
+    "lstm-rewe-paper", "lstm-rewe-paper-plain", "lstm-cpu-rewe-contrastive-a",
+    "lstm-cpu-rewe-contrastive-b"))])  # the four others in the slow set (issue 37)
 def test_every_rewe_preset_builds_compiles_and_trains_a_step(name):
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.train import build_model, training_loss

@@ -176,6 +176,7 @@ def _contents(directory):
     return contents
 
 
+@pytest.mark.slow  # CLI training end to end (issue 37: CI runs it)
 def test_a_refused_train_leaves_the_run_as_it_was(corpus, tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     cli.main(["train", "--preset", "lstm-tiny", "--run-dir", run_dir, "--corpus", corpus,

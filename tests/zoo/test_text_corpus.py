@@ -42,6 +42,7 @@ def test_text_files_give_the_batches_of_the_same_pairs_in_a_tsv(small_corpus, tm
         assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(left, right))
 
 
+@pytest.mark.slow  # CLI training end to end (issue 37: CI runs it)
 def test_a_run_file_of_text_files_trains_evaluates_and_translates(small_corpus, tmp_path,
                                                                   capsys):
     project = tmp_path / "project"
