@@ -155,6 +155,7 @@ def _iterator_checkpoint_bytes(dataset, directory, steps=30):
     return size, iterator, prefix
 
 
+@pytest.mark.slow  # ~20 s of checkpointed iteration (issue 37: CI runs it)
 def test_the_iterator_checkpoint_does_not_grow_with_the_corpus_and_resumes_exactly(
         bible_train, tokenizers, tmp_path):
     source_tokenizer, target_tokenizer = tokenizers

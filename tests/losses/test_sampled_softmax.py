@@ -465,6 +465,7 @@ def test_fit_under_mixed_precision():
     assert history.history["loss"][-1] < history.history["loss"][0]
 
 
+@pytest.mark.slow  # two trainings (issue 37: CI runs it)
 def test_same_seed_same_training():
     x, y = _seq2seq_data()
     losses = []
