@@ -252,7 +252,8 @@ def predict(loaded, body, max_sources=None):
             # The graph's own limits (its pieces): 413 like ours (TF Serving: 400), with
             # the assertion's message alone, not the graph's trace around it.
             start = message.index(TOO_LARGE)
-            return 413, {"error": message[start:message.find("]", start)]}
+            end = message.find("]", start)
+            return 413, {"error": message[start:end if end >= 0 else None]}
         return 400, {"error": message}
 
 

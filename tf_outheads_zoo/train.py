@@ -91,8 +91,7 @@ def holds_run(run_dir):
             TOKENIZER_FILE, "loss_curves.csv", "model.keras", "results.json")):
         return True
     backup_dir = os.path.join(run_dir, "backup")
-    return os.path.isdir(backup_dir) and any(
-        name.startswith("ckpt-") for name in os.listdir(backup_dir))
+    return os.path.isdir(backup_dir) and bool(tfo_backup.BackupManager(backup_dir).checkpoints())
 
 
 def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=print):
