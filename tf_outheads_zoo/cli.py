@@ -489,6 +489,45 @@ def user_errors():
     return (ValueError, OSError, CheckpointError, NonFiniteLossError)
 
 
+# What the operating system says when a write cannot be done (a full disk, a quota,
+# a file-size limit, a read-only or forbidden directory): TensorFlow's file ops raise
+# an `OpError` (`ResourceExhaustedError`, `OutOfRangeError`, ...) with this text.
+FILE_SYSTEM_FAILURES = ("no space left on device", "file too large", "disk quota exceeded",
+                        "read-only file system", "permission denied")
+DISK_FULL = FILE_SYSTEM_FAILURES[:3]
+
+# Exit status of a run stopped by SIGTERM after writing its backup (128 + 15, what a
+# shell reports for a process that SIGTERM ended): not 0, since the run is not finished.
+PREEMPTED_EXIT_STATUS = 143
+
+
+def _is_user_error(error):
+    """A user error (`user_errors()`), or a TensorFlow op that failed on the file system
+    or on memory (the device's limit: a batch too large)."""
+    if isinstance(error, user_errors()):
+        return True
+    tf = sys.modules.get("tensorflow")  # an op error implies TensorFlow was imported
+    text = str(error).lower()
+    return tf is not None and isinstance(error, tf.errors.OpError) and (
+        any(failure in text for failure in FILE_SYSTEM_FAILURES)
+        or isinstance(error, tf.errors.ResourceExhaustedError))
+
+
+def error_message(error):
+    """The one line printed for a user error: its message, and what to do for a full disk
+    or memory."""
+    message = " ".join(str(error).split()) or type(error).__name__
+    text = message.lower()
+    if any(failure in text for failure in DISK_FULL):
+        message += (" (the disk is full or the file too large for it: free space, then run "
+                    "the same command again; a training run resumes from its last complete "
+                    "backup)")
+    elif "oom" in text or "out of memory" in text:
+        message += (" (out of memory: lower data.batch_tokens or decode.batch_size; "
+                    "train.accumulation_steps keeps the effective batch)")
+    return message
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to the `sys.stderr` of the moment (not the one at creation)."""
 
@@ -518,7 +557,9 @@ COMMANDS_WITHOUT_TENSORFLOW = ("presets",)
 
 def main(argv=None):
     """Runs a command; a user error is printed as one `error: ...` line with exit status 2
-    (its traceback with `--debug`); any other exception is a bug and keeps its traceback."""
+    (its traceback with `--debug`); any other exception is a bug and keeps its traceback.
+    A training stopped by SIGTERM after writing its backup says so in one `stopped: ...`
+    line, exit status 143 (`PREEMPTED_EXIT_STATUS`); the same command resumes it."""
     parser = build_parser()
     args = parser.parse_args(argv)
     _show_library_warnings()
@@ -531,11 +572,16 @@ def main(argv=None):
         args.func(args)
     except BrokenPipeError:  # output piped into `head`, which closed it: not an error
         sys.stderr.close()
-    except user_errors() as error:
+    except Exception as error:
+        trainer = sys.modules.get("tf_outheads.training.trainer")
+        if trainer and isinstance(error, trainer.TrainingPreempted):  # SIGTERM, backup written
+            print(f"stopped: {error}", file=sys.stderr)
+            raise SystemExit(PREEMPTED_EXIT_STATUS) from None
+        if not _is_user_error(error):
+            raise  # a bug: its traceback
         if args.debug:
             traceback.print_exc()
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {error_message(error)}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

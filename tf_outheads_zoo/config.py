@@ -81,6 +81,18 @@ def setting(default, doc, *, legacy=_SAME, choices=None, keys=None, check=None):
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def _share(value, dotted):
+    """`check` of a share: a number in [0, 1]."""
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{dotted} must be between 0 and 1. Received: {dotted}={value!r}")
+
+
+def _positive(value, dotted):
+    """`check` of a limit that must be above 0."""
+    if not value > 0:
+        raise ConfigError(f"{dotted} must be above 0 (or None). Received: {dotted}={value!r}")
+
+
 def _at_least_one(value, dotted):
     """`check` of a step count: 0 and negatives are refused (`None`, where the key takes
     it, means no budget)."""
@@ -141,6 +153,9 @@ class DataConfig:
         100_000, "training examples in the shuffle buffer (bounds memory and backup size; "
         "as large as the data: a uniform shuffle); None: the whole in-memory corpus",
         legacy=None)
+    shuffle_indices: bool = setting(
+        True, "an in-memory corpus is shuffled by index: backups hold 8 bytes per buffered "
+        "pair, not its text (the same batches)", legacy=False)  # older backups' structure
     max_sequence_length: int | None = setting(160, "subword tokens incl. EOS/BOS; longer "
                                               "training pairs are dropped")
     target_vectors: dict | None = setting(
@@ -255,8 +270,13 @@ class TrainConfig:
                                         "data position; also at each epoch's end) in "
                                         "RUN_DIR/backup")
     keep_backups: int = setting(3, "backups kept (the best model's is kept too)")
-    nonfinite: str = setting("raise", "what a non-finite loss does",
+    nonfinite: str = setting("raise", "what a non-finite loss (or one above max_loss) does",
                              choices=("raise", "skip"))
+    max_skipped_share: float = setting(
+        0.05, "nonfinite=skip: the run fails once more than 10 steps and this share of "
+        "its steps were skipped", check=_share)
+    max_loss: float | None = setting(1e6, "a step loss above it has diverged: treated as "
+                                     "non-finite (None: no limit)", check=_positive)
     average_last: int | None = setting(None, "final model: the mean of the last N backups' "
                                        "weights (N <= keep_backups); None: the best "
                                        "dev-BLEU weights")

@@ -50,7 +50,8 @@ OPTIMIZERS = {"adam": keras.optimizers.Adam, "lazy_adam": LazyAdam}
 # its pieces or its data order, which the run's backups and tokenizer hold).
 RESUMABLE_TRAIN_KEYS = frozenset({
     "max_steps", "max_minutes", "epochs", "steps_per_epoch", "patience",
-    "backup_every_n_steps", "keep_backups", "nonfinite", "average_last", "strategy",
+    "backup_every_n_steps", "keep_backups", "nonfinite", "max_skipped_share", "max_loss",
+    "average_last", "strategy",
     "num_gpus", "jit_compile", "steps_per_execution"})
 PRESET_FILE = "preset.json"
 # The fingerprints of the data files a run reads (`check_data_fingerprints`).
@@ -447,6 +448,7 @@ class TrainingData:
                                               self.rules, num_shards=num_shards,
                                               shard_index=shard_index, **batching)
         return tfo_data.dataset_from_corpus(self.corpus, source_tokenizer, target_tokenizer,
+                                            shuffle_indices=data_config["shuffle_indices"],
                                             **batching)
 
 
@@ -792,6 +794,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
         backup_every_n_steps=train_config["backup_every_n_steps"],
         keep_backups=train_config["keep_backups"],
         nonfinite=train_config["nonfinite"],
+        max_skipped_share=train_config["max_skipped_share"],
+        max_loss=train_config["max_loss"],
         verbose=2 if os.environ.get("TF_OUTHEADS_QUIET") else "auto",
         per_worker_data=per_worker_data,
         jit_compile=train_config["jit_compile"],
@@ -1022,7 +1026,9 @@ def load_run(run_dir):
                                 "(train first: tf-outheads train --run-dir ...)")
     try:
         model = keras.saving.load_model(model_path, safe_mode=True)
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+    # TypeError: a config naming a class or function Keras will not load in safe mode
+    # (a crafted file naming `os.system`).
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
         first_line = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(f"{model_path}: not a readable .keras model, damaged or from "
                          f"another program ({type(error).__name__}: {first_line}); "

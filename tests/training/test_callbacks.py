@@ -1,5 +1,6 @@
 """BleuCallback writes val_bleu that later callbacks see; time and step limits stop fit."""
 
+import csv
 import json
 import os
 
@@ -160,3 +161,27 @@ def test_best_weights_saves_improvements_atomically(bible_tokenizer, tmp_path, m
     not_chief.set_model(model)
     not_chief.on_epoch_end(0, {"val_bleu": 3.0})
     assert not (tmp_path / "other.weights.h5").exists()
+
+
+def test_epoch_history_keeps_one_row_per_epoch_across_resumes(tmp_path):
+    from tf_outheads.training.callbacks import EpochHistory
+
+    path = tmp_path / "history.csv"
+
+    def rows():
+        with open(path, newline="") as f:
+            return list(csv.reader(f))
+
+    history = EpochHistory(str(path))
+    for epoch in range(3):
+        history.on_epoch_end(epoch, {"loss": 5.0 - epoch, "val_bleu": float(epoch)})
+    assert rows() == [["epoch", "loss", "val_bleu"], ["0", "5.0", "0.0"], ["1", "4.0", "1.0"],
+                      ["2", "3.0", "2.0"]]
+    # A run resumed from a backup of epoch 2 trains epoch 2 again (here without dev BLEU):
+    # its row replaces the first one, nothing is duplicated, a missing key is NA.
+    resumed = EpochHistory(str(path))
+    resumed.on_epoch_end(1, {"loss": 3.5})
+    assert rows() == [["epoch", "loss", "val_bleu"], ["0", "5.0", "0.0"], ["1", "3.5", "NA"]]
+    # A new run in the same directory starts the file again.
+    EpochHistory(str(path)).on_epoch_end(0, {"loss": 9.0, "val_bleu": 0.5})
+    assert rows() == [["epoch", "loss", "val_bleu"], ["0", "9.0", "0.5"]]

@@ -325,3 +325,74 @@ def test_training_fit_is_the_function_and_no_module_shadows_it():
     assert callable(training.fit) and training.fit.__module__ == "tf_outheads.training.trainer"
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("tf_outheads.training.fit")
+
+
+class _SignalAt(keras.callbacks.Callback):
+    """Sends this process SIGTERM at the end of one step (a scheduler's preemption)."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs["step"] == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_backs_up_the_step_and_resumes_like_an_uninterrupted_run(tmp_path):
+    # Backups every 4 steps; SIGTERM after step 5 (mid-epoch 2): the trainer
+    # writes a backup of step 5 and raises, the handler is removed again; the
+    # resumed run starts at step 6 and ends with the weights and the epoch
+    # losses of a run never interrupted (the resumed epoch's loss counts the
+    # steps before the signal too).
+    previous = signal.getsignal(signal.SIGTERM)
+    model = _model()
+    with pytest.raises(training.TrainingPreempted, match="after step 5; backup .*ckpt") as caught:
+        training.fit(model, _dataset(BATCHES), epochs=3, steps_per_epoch=3, verbose=0,
+                     backup_dir=tmp_path, backup_every_n_steps=4, callbacks=[_SignalAt(5)])
+    assert caught.value.step == 5
+    assert signal.getsignal(signal.SIGTERM) is previous
+    assert [step for step, _ in BackupManager(tmp_path).checkpoints()][-1] == 5
+    resumed = _model()
+    history = training.fit(resumed, _dataset(BATCHES), epochs=3, steps_per_epoch=3, verbose=0,
+                           backup_dir=tmp_path, backup_every_n_steps=4)
+    assert int(resumed.optimizer.iterations.numpy()) == 9
+    reference = _model()
+    expected = training.fit(reference, _dataset(BATCHES), epochs=3, steps_per_epoch=3,
+                            verbose=0)
+    np.testing.assert_allclose(history.history["loss"], expected.history["loss"][1:], rtol=1e-5)
+    for a, b in zip(_weights(resumed), _weights(reference)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def _poisoned(nan_steps, steps):
+    weights = [np.full(4, np.nan if i in nan_steps else 1.0, "float32") for i in range(steps)]
+    return [(*BATCHES[i % len(BATCHES)], weights[i]) for i in range(steps)]
+
+
+def test_nonfinite_skip_fails_the_run_above_its_share_of_steps():
+    # 11 bad batches of 30: more than the 10 always allowed and 5 % of the steps.
+    bad = set(range(1, 30, 2))
+    trainer = training.Trainer(_model(), nonfinite="skip")
+    with pytest.warns(RuntimeWarning), pytest.raises(
+            NonFiniteLossError, match=r"11 of 22 steps were skipped .*not learning"):
+        trainer.fit(_dataset(_poisoned(bad, 30), repeat=False), epochs=1, verbose=0)
+    # Ten are allowed whatever the share.
+    trainer = training.Trainer(_model(), nonfinite="skip")
+    with pytest.warns(RuntimeWarning):
+        trainer.fit(_dataset(_poisoned(set(range(10)), 12), repeat=False), epochs=1, verbose=0)
+    assert len(trainer.skipped_steps) == 10
+
+
+def test_a_finite_but_exploded_loss_counts_as_nonfinite():
+    # Sentence weights of 1e20 make a finite loss of ~1e21: diverged, not applied.
+    weights = [np.ones(4, "float32"), np.full(4, 1e20, "float32")]
+    batches = [(*BATCHES[i], weights[i]) for i in range(2)]
+    model = _model()
+    with pytest.raises(NonFiniteLossError, match=r"above max_loss=1e\+06 \(diverged\) at step 2"):
+        training.fit(model, _dataset(batches), epochs=1, steps_per_epoch=2, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 1
+    unlimited = _model()
+    training.fit(unlimited, _dataset(batches), epochs=1, steps_per_epoch=2, verbose=0,
+                 max_loss=None)
+    assert int(unlimited.optimizer.iterations.numpy()) == 2

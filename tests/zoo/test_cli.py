@@ -288,21 +288,59 @@ def test_translate_reads_standard_input_by_newlines_only(trained_run, monkeypatc
     assert len(capsys.readouterr().out.split("\n")) == 4  # 3 lines and the final newline
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty"])
-def test_a_damaged_model_file_is_named(trained_run, tmp_path, capsys, damage):
+def _craft(model_file):
+    """The model's config names `os.system` as its class (what an attacker would ship)."""
+    import zipfile
+
+    with zipfile.ZipFile(model_file) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(files["config.json"])
+    config.update(module="os", class_name="system", registered_name=None,
+                  config={"command": "touch PWNED"})
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(model_file, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "crafted"])
+def test_a_damaged_model_file_is_named(trained_run, tmp_path, capsys, damage, monkeypatch):
     import shutil
 
     run_dir = str(tmp_path / "run")
     shutil.copytree(trained_run, run_dir)
     model_file = os.path.join(run_dir, "model.keras")
-    with open(model_file, "rb") as f:
-        data = f.read()
-    with open(model_file, "wb") as f:
-        f.write(data[:len(data) // 2] if damage == "truncated" else b"")
-    with pytest.raises(SystemExit):
+    if damage == "crafted":
+        _craft(model_file)
+    else:
+        with open(model_file, "rb") as f:
+            data = f.read()
+        with open(model_file, "wb") as f:
+            f.write(data[:len(data) // 2] if damage == "truncated" else b"")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["translate", "--run-dir", run_dir, "--input", "-"])
     err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: {model_file}: not a readable .keras model"), err
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_file_system_and_memory_failures_of_tensorflow_are_user_errors():
+    import tensorflow as tf
+
+    full = tf.errors.ResourceExhaustedError(
+        None, None, "runs/x/backup/.tmp-ckpt-4/variables.data; No space left on device")
+    assert cli._is_user_error(full)
+    assert "runs/x/backup/.tmp-ckpt-4/variables.data" in cli.error_message(full)
+    assert "free space, then run the same command again" in cli.error_message(full)
+    too_large = tf.errors.OutOfRangeError(None, None, "a.data; File too large [Op:SaveV2]")
+    assert cli._is_user_error(too_large) and "free space" in cli.error_message(too_large)
+    oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+    assert cli._is_user_error(oom) and "batch_tokens" in cli.error_message(oom)
+    # Any other op failure is a bug and keeps its traceback.
+    assert not cli._is_user_error(tf.errors.InvalidArgumentError(None, None, "shape [3] != [4]"))
+    assert not cli._is_user_error(tf.errors.OutOfRangeError(None, None, "End of sequence"))
 
 
 def test_tokenizer_files_of_another_run_are_refused(trained_run, small_corpus, tmp_path, capsys):

@@ -35,9 +35,14 @@ BEFORE_SCHEMA = DATA / "presets_before_schema.json"
 # tests/data/test_streaming.py checks the shuffle).
 # And the trainer's step options (issue 22): `train.jit_compile` False and
 # `train.steps_per_execution` 1, the graph step one call per step, as before.
+# And the trainer's divergence checks (issue 36): `train.max_skipped_share` 0.05 and
+# `train.max_loss` 1e6, which only stop a run that skips most batches or explodes;
+# `data.shuffle_indices` True: the same batches, smaller backups.
 _ADDED_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
               "data.shuffle_buffer": 100_000, "data.tokenizer_sample": 500_000,
-              "train.jit_compile": False, "train.steps_per_execution": 1}
+              "train.jit_compile": False, "train.steps_per_execution": 1,
+              "train.max_skipped_share": 0.05, "train.max_loss": 1e6,
+              "data.shuffle_indices": True}
 ADDED_WITH_OLD_DEFAULTS = {"lstm": {"model.encoder_layers": None, "model.decoder_layers": None,
                                     "model.source_embedding_dim": None, **_ADDED_KEYS},
                            "transformer": dict(_ADDED_KEYS)}
@@ -279,7 +284,8 @@ def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
     # Runs from before the setting batched in 8-wide buckets, shuffled and tokenized
     # on the whole training split; everything else as stored.
     assert preset == get_preset(name, {"data.bucket_width": 8, "data.shuffle_buffer": None,
-                                       "data.tokenizer_sample": None})
+                                       "data.tokenizer_sample": None,
+                                       "data.shuffle_indices": False})
     stored = _stored_before_bucket_width()
     del stored["data"]["strip_target_suffixes"]
     path.write_text(json.dumps(stored), encoding="utf-8")
@@ -334,6 +340,10 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
         resolve_preset("lstm-cpu-softmax", str(run_dir))
     with pytest.raises(ValueError, match="data.shuffle_buffer"):
         resolve_preset("lstm-cpu-softmax", str(run_dir), {"data.bucket_width": 8})
+    old_batches = {"data.bucket_width": 8, "data.shuffle_buffer": None,
+                   "data.tokenizer_sample": None}
+    with pytest.raises(ValueError, match="data.shuffle_indices"):  # the backups' iterator
+        resolve_preset("lstm-cpu-softmax", str(run_dir), old_batches)
     name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {
-        "data.bucket_width": 8, "data.shuffle_buffer": None, "data.tokenizer_sample": None})
+        **old_batches, "data.shuffle_indices": False})
     assert preset["data"]["bucket_width"] == 8

@@ -4,6 +4,7 @@ from tf_outheads.training.backup import BackupManager
 from tf_outheads.training.backup import CheckpointError
 from tf_outheads.training.backup import average_checkpoints
 from tf_outheads.training.callbacks import BleuCallback
+from tf_outheads.training.callbacks import EpochHistory
 from tf_outheads.training.callbacks import StepLimit
 from tf_outheads.training.callbacks import TimeLimit
 from tf_outheads.training.callbacks import stopped_by
@@ -17,9 +18,10 @@ from tf_outheads.training.strategy import set_precision
 from tf_outheads.training.strategy import split_cpu
 from tf_outheads.training.trainer import NonFiniteLossError
 from tf_outheads.training.trainer import Trainer
+from tf_outheads.training.trainer import TrainingPreempted
 from tf_outheads.training.trainer import fit
 
-__all__ = ["BackupManager", "BleuCallback", "CheckpointError", "HeadLossMixin",
+__all__ = ["BackupManager", "BleuCallback", "CheckpointError", "EpochHistory", "HeadLossMixin",
            "InverseSquareRootSchedule", "LazyAdam", "NonFiniteLossError", "StepLimit", "TimeLimit",
-           "Trainer", "average_checkpoints", "compile_for_translation", "fit", "make_strategy",
+           "Trainer", "TrainingPreempted", "average_checkpoints", "compile_for_translation", "fit", "make_strategy",
            "set_precision", "split_cpu", "stopped_by", "translation_callbacks"]

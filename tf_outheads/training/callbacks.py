@@ -9,6 +9,8 @@ keeps its patience and spends only what is left of its time budget.
 `stopped_by(callbacks)` names the budget that ended a run.
 """
 
+import csv
+import io
 import json
 import os
 import time
@@ -292,6 +294,49 @@ class EarlyStopping(keras.callbacks.EarlyStopping):
 # `stopped_by`'s names of the budgets, by the callback that keeps each.
 _BUDGETS = ((StepLimit, "max_steps"), (TimeLimit, "max_minutes"),
             (EarlyStopping, "early_stopping"))
+
+
+class EpochHistory(keras.callbacks.Callback):
+    """One CSV row per epoch (`epoch` then the epoch logs' keys, sorted, as Keras'
+    `CSVLogger` writes them), safe across resumes.
+
+    Rows are keyed by epoch: the row of epoch `e` replaces any row of epoch `e`
+    or later already in the file. A run resumed from a backup (after kill -9 or
+    SIGTERM) that trains an epoch again, or a new run in an old directory,
+    leaves no duplicate or stale row; with `tf_outheads.training.fit` the row
+    of a resumed epoch holds the whole epoch's loss. The file is rewritten
+    atomically at every epoch's end (a reader never sees half a row).
+
+    Args:
+        path: str, the CSV file.
+    """
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def _rows(self):
+        if not os.path.exists(self.path):
+            return None, []
+        with open(self.path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        return (rows[0], rows[1:]) if rows else (None, [])
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = dict(logs or {})
+        header, rows = self._rows()
+        if header is None or header[:1] != ["epoch"]:
+            header = ["epoch"] + sorted(logs)
+        kept = [row for row in rows if row and row[0].isdigit() and int(row[0]) < epoch]
+
+        def value(key):
+            found = logs.get(key)
+            return "NA" if found is None else found
+
+        kept.append([epoch] + [value(key) for key in header[1:]])
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows([header] + kept)
+        write_atomically(self.path, lambda temporary: _write_text(temporary, text.getvalue()))
 
 
 def stopped_by(callbacks):

@@ -24,10 +24,10 @@ What one step does:
 3. sum the gradients over replicas and micro-batches, each micro-batch
    weighted by its share of the window's tokens (the effective batch is the
    `accumulation_steps` global batches together, averaged per token);
-4. if the loss is finite, clip and apply them (optimizer's `clipnorm` /
-   `global_clipnorm`, loss-scale bookkeeping); if not, apply nothing and
-   raise `NonFiniteLossError` naming the step, or skip the batch
-   (`nonfinite="skip"`);
+4. if the loss is finite (and at most `max_loss`), clip and apply them
+   (optimizer's `clipnorm` / `global_clipnorm`, loss-scale bookkeeping);
+   if not, apply nothing and raise `NonFiniteLossError` naming the step,
+   or skip the batch (`nonfinite="skip"`, up to a share of the steps);
 5. every `backup_every_n_steps` steps and at each epoch's end, write an
    atomic backup (`tf_outheads.training.backup`): weights, optimizer
    slots, RNG states, the data iterator's position, the epoch and step. A
@@ -36,7 +36,13 @@ What one step does:
    callback that keeps one (`get_state` / `set_state`: the dev BLEU history,
    the best score so far, early stopping's patience, the time spent). A
    backup that a callback still needs (`protected_steps`: the best model's)
-   is never pruned.
+   is never pruned. A resumed epoch logs the mean loss of the whole epoch
+   (its running sums are in the backup), as an uninterrupted one does;
+6. with a `backup_dir`, SIGTERM (a scheduler's preemption) does not kill the
+   process: the step that runs ends, a backup of it is written, and `fit`
+   raises `TrainingPreempted`; the same call resumes from that backup, as
+   after kill -9, without losing the steps since the last periodic backup.
+   (A callback busy at that moment, e.g. a dev BLEU evaluation, finishes first.)
 
 With deterministic ops (`tf.config.experimental.enable_op_determinism()`)
 an interrupted and resumed run ends with the same weights as an
@@ -45,9 +51,12 @@ uninterrupted one.
 
 import contextlib
 import functools
+import math
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 import uuid
 import warnings
@@ -62,10 +71,54 @@ from tf_outheads.training.strategy import is_chief, num_workers, worker_index
 from tf_outheads.validation import positive_int
 
 NONFINITE_POLICIES = ("raise", "skip")
+# `nonfinite="skip"` tolerates this many skipped steps whatever the run's length ...
+SKIPPED_STEPS_ALWAYS_ALLOWED = 10
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The training loss was NaN or infinite; the step's update was not applied."""
+    """The training loss was NaN, infinite or above `max_loss` (diverged); the step's
+    update was not applied."""
+
+
+class TrainingPreempted(Exception):
+    """The process got SIGTERM (a scheduler's preemption, `kill`): training stopped at a
+    step boundary after writing a backup, from which the same call resumes.
+
+    Attributes:
+        step: int, the last step trained (the backup's).
+        backup: str or `None`, the backup written.
+    """
+
+    def __init__(self, step, backup):
+        self.step, self.backup = int(step), backup
+        super().__init__(
+            f"stopped by SIGTERM after step {self.step}; "
+            + (f"backup {backup} written: " if backup else "")
+            + "the same command resumes from it")
+
+
+class _SignalFlag:
+    """While active, SIGTERM sets `received` instead of killing the process (main thread
+    only: Python runs signal handlers there); the previous handler comes back after."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.received = False
+        self._previous = None
+
+    def __enter__(self):
+        if self.enabled:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        del signum, frame
+        self.received = True
+
+    def __exit__(self, *exc_info):
+        if self.enabled:
+            signal.signal(signal.SIGTERM, self._previous)
+        return False
 
 
 def _stateful_callbacks(callbacks):
@@ -209,9 +262,19 @@ class Trainer:
             (besides every epoch's end). Defaults to `None`.
         keep_backups: int. Backups kept (the last N, for resuming and
             `average_checkpoints`). Defaults to 3.
-        nonfinite: `"raise"` or `"skip"`. What a NaN/Inf loss does: raise
-            `NonFiniteLossError` naming the step (weights left as they were),
-            or skip the batch with a warning. Defaults to `"raise"`.
+        nonfinite: `"raise"` or `"skip"`. What a NaN/Inf loss (or one above
+            `max_loss`) does: raise `NonFiniteLossError` naming the step
+            (weights left as they were), or skip the batch with a warning.
+            Skipping is for rare bad batches: once more than
+            `max(10, max_skipped_share × steps run)` steps were skipped, the
+            run raises `NonFiniteLossError` all the same. Defaults to `"raise"`.
+        max_skipped_share: float in [0, 1]. See `nonfinite`. Defaults to 0.05.
+        max_loss: float or `None`. A step whose loss is above it has diverged
+            and is treated as a non-finite one (not applied; raised or skipped
+            by `nonfinite`). Every loss of the library is a per-token mean
+            (cross-entropy starts near ln V ≈ 10); the default catches an
+            explosion that stays finite (1e20) long before weights overflow.
+            `None`: no limit. Defaults to 1e6.
         per_worker_data: bool. In a multi-worker job, each worker's dataset
             yields its own share of the global batch (e.g. its shard of the
             files, `tf_outheads.data.make_text_dataset(num_shards=...)`), split
@@ -237,7 +300,7 @@ class Trainer:
 
     def __init__(self, model, accumulation_steps=1, backup_dir=None, backup_every_n_steps=None,
                  keep_backups=3, nonfinite="raise", per_worker_data=False, jit_compile=False,
-                 steps_per_execution=1):
+                 steps_per_execution=1, max_skipped_share=0.05, max_loss=1e6):
         if getattr(model, "optimizer", None) is None:
             raise ValueError("Compile the model before training it (e.g. "
                              "tf_outheads.compile_for_translation(model, ...)).")
@@ -251,6 +314,13 @@ class Trainer:
                                      else positive_int("backup_every_n_steps",
                                                        backup_every_n_steps))
         self.nonfinite = nonfinite
+        if not 0.0 <= float(max_skipped_share) <= 1.0:
+            raise ValueError("`max_skipped_share` must be in [0, 1]. Received: "
+                             f"max_skipped_share={max_skipped_share!r}")
+        self.max_skipped_share = float(max_skipped_share)
+        if max_loss is not None and not float(max_loss) > 0:
+            raise ValueError(f"`max_loss` must be > 0 or None. Received: max_loss={max_loss!r}")
+        self.max_loss = None if max_loss is None else float(max_loss)
         self.jit_compile = bool(jit_compile)
         self.steps_per_execution = positive_int("steps_per_execution", steps_per_execution)
         # Per-worker input only means something with several workers.
@@ -385,6 +455,8 @@ class Trainer:
                 window_tokens += global_tokens
             loss = tf.math.divide_no_nan(loss, window_tokens)
             finite = tf.math.is_finite(loss)
+            if self.max_loss is not None:  # diverged: as a non-finite loss
+                finite = tf.logical_and(finite, loss <= self.max_loss)
 
             def apply():
                 strategy.run(apply_gradients, args=(gradients, window_tokens))
@@ -532,6 +604,7 @@ class Trainer:
         iterator = iter(dataset if infinite else dataset.repeat())
         checkpoint = self._checkpoint(iterator)
         start_epoch, start_batch, step = 0, 0, 0
+        resumed_epoch_loss = (0.0, 0.0)  # (Σ loss × tokens, tokens) of a resumed epoch
         manifest = None
         if self.backups is not None:
             manifest = self.backups.restore(checkpoint, signature=signature)
@@ -542,6 +615,8 @@ class Trainer:
                 start_epoch, start_batch, step = state["epoch"], state["batch"], state["step"]
                 if start_batch >= steps_per_epoch:  # resumed with shorter epochs
                     start_epoch, start_batch = start_epoch + 1, 0
+                elif start_batch > 0:
+                    resumed_epoch_loss = tuple(state.get("epoch_loss") or (0.0, 0.0))
                 self.skipped_steps = list(state.get("skipped_steps", []))
                 if verbose:
                     print(f"[backup] resumed from step {step} (epoch {start_epoch + 1}, "
@@ -562,6 +637,8 @@ class Trainer:
         saved_states = (manifest["state"].get("callbacks") or {}) if (
             self.backups is not None and manifest is not None) else {}
 
+        backed_up = [None]  # the step of the last backup written by this call
+
         def backup(epoch, batch):
             if self.backups is None:
                 return
@@ -570,10 +647,16 @@ class Trainer:
             self.backups.save(checkpoint, step, {
                 "epoch": epoch, "batch": batch, "step": step, "signature": signature,
                 "skipped_steps": self.skipped_steps, "time": time.time(),
+                # The epoch's running loss: a resumed epoch logs the whole epoch's mean.
+                "epoch_loss": [loss_sum, token_sum] if batch else None,
                 "callbacks": {key: c.get_state() for key, c in stateful.items()}},
                 protect=_protected_steps(callbacks))
+            backed_up[0] = step
 
-        with _gradients_summed_by_caller(model.optimizer):
+        # SIGTERM (preemption) stops at the next step boundary with a backup, where a
+        # backup directory is set; without one it kills the process as before.
+        with _gradients_summed_by_caller(model.optimizer), \
+                _SignalFlag(self.backups is not None) as termination:
             callback_list.on_train_begin()
             # After on_train_begin, which resets some callbacks (EarlyStopping).
             for key, callback in stateful.items():
@@ -586,8 +669,8 @@ class Trainer:
             for epoch in range(first_epoch, epochs):
                 model.reset_metrics()  # as model.fit: the loss trackers count per epoch
                 callback_list.on_epoch_begin(epoch)
-                loss_sum, token_sum = 0.0, 0.0
                 first = start_batch if epoch == start_epoch else 0
+                loss_sum, token_sum = resumed_epoch_loss if first else (0.0, 0.0)
                 position = (epoch, first)
                 batch = first
                 while batch < steps_per_epoch:
@@ -613,8 +696,13 @@ class Trainer:
                                 "data_fingerprint": int(fingerprints[index])}
                         callback_list.on_train_batch_end(batch, logs)
                         batch += 1
-                    self._agree_to_stop()
+                    preempted = self._agree_to_stop(termination.received)
                     position = (epoch, batch) if batch < steps_per_epoch else (epoch + 1, 0)
+                    if preempted:
+                        if backed_up[0] != step:
+                            backup(*position)
+                        latest = self.backups.checkpoints() if self.backups else []
+                        raise TrainingPreempted(step, latest[-1][1] if latest else None)
                     done = model.stop_training or batch == steps_per_epoch
                     if (self.backup_every_n_steps and step % self.backup_every_n_steps == 0
                             and not done):
@@ -658,40 +746,52 @@ class Trainer:
                 logs[prefix + name] = float(value)
         return logs
 
-    def _agree_to_stop(self):
-        """In a multi-worker job every worker stops at the same step.
+    def _agree_to_stop(self, terminated=False):
+        """In a multi-worker job every worker stops at the same step; returns whether
+        any worker got SIGTERM (`terminated`), which stops them all too.
 
-        A callback's decision may differ between workers (a wall-clock limit);
-        a worker that stopped alone would leave the others waiting in the next
-        step's collectives. One all-reduce (sum) of the flag per step.
+        A callback's decision may differ between workers (a wall-clock limit),
+        and a scheduler may signal one worker first; a worker that stopped alone
+        would leave the others waiting in the next step's collectives. One
+        all-reduce (sum) of the two flags per step.
         """
-        if num_workers(self.strategy) < 2:
-            return
-        flag = float(bool(self.model.stop_training))
-        values = self.strategy.experimental_distribute_values_from_function(
-            lambda context: tf.constant(flag))
-        stop = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
-        self.model.stop_training = bool(stop.numpy() > 0)
+        if num_workers(self.strategy) >= 2:
+            flags = tf.constant([float(bool(self.model.stop_training)), float(terminated)])
+            values = self.strategy.experimental_distribute_values_from_function(
+                lambda context: flags)
+            summed = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
+            self.model.stop_training, terminated = bool(summed[0] > 0), bool(summed[1] > 0)
+        if terminated:
+            self.model.stop_training = True
+        return terminated
 
     def _nonfinite(self, loss, step, epoch, batch):
         where = f"step {step} (epoch {epoch + 1}, batch {batch + 1})"
+        what = (f"{loss}" if not math.isfinite(loss) else
+                f"{loss:.4g}, above max_loss={self.max_loss:g} (diverged)")
+        backups = self.backups.checkpoints() if self.backups else []
+        latest = (f"The last backup is {backups[-1][1]}. " if backups else "")
         if self.nonfinite == "raise":
-            backups = self.backups.checkpoints() if self.backups else []
-            latest = backups[-1][1] if backups else None
             raise NonFiniteLossError(
-                f"Training loss is {loss} at {where}; this batch's update was not applied. "
-                + (f"The last backup is {latest}. " if latest else "")
-                + "Lower the learning rate, check the data, or pass nonfinite='skip' to skip "
-                  "such batches.")
+                f"Training loss is {what} at {where}; this batch's update was not applied. "
+                + latest + "Lower the learning rate, check the data, or pass nonfinite='skip' "
+                "to skip such batches.")
         self.skipped_steps.append(step)
-        warnings.warn(f"Training loss is {loss} at {where}: batch skipped (nonfinite='skip'; "
+        allowed = max(SKIPPED_STEPS_ALWAYS_ALLOWED, self.max_skipped_share * step)
+        if len(self.skipped_steps) > allowed:
+            raise NonFiniteLossError(
+                f"Training loss is {what} at {where}: {len(self.skipped_steps)} of {step} steps "
+                f"were skipped (nonfinite='skip' allows {SKIPPED_STEPS_ALWAYS_ALLOWED}, or "
+                f"{self.max_skipped_share:.0%} of the steps run if more): the run is not "
+                "learning. " + latest + "Lower the learning rate or check the data.")
+        warnings.warn(f"Training loss is {what} at {where}: batch skipped (nonfinite='skip'; "
                       f"{len(self.skipped_steps)} skipped so far)", RuntimeWarning, stacklevel=3)
 
 
 def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None,
         accumulation_steps=1, backup_dir=None, backup_every_n_steps=None, keep_backups=3,
         nonfinite="raise", verbose="auto", per_worker_data=False, jit_compile=False,
-        steps_per_execution=1):
+        steps_per_execution=1, max_skipped_share=0.05, max_loss=1e6):
     """Train `model` on `dataset` with its strategy: the same call for every strategy.
 
     Build and compile the model inside `strategy.scope()` (see
@@ -719,11 +819,15 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
         accumulation_steps: int. Global batches per update (effective batch
             = `accumulation_steps` × the dataset's batch). Defaults to 1.
         backup_dir, backup_every_n_steps, keep_backups, nonfinite, per_worker_data,
-            jit_compile, steps_per_execution: see `Trainer`.
+            jit_compile, steps_per_execution, max_skipped_share, max_loss: see `Trainer`.
         verbose: 0, 1 (progress bar), 2 or `"auto"`. Defaults to `"auto"`.
 
     Returns:
         The `keras.callbacks.History` of this call.
+
+    Raises:
+        NonFiniteLossError: see `nonfinite`.
+        TrainingPreempted: SIGTERM arrived (with a `backup_dir`); the backup is written.
 
     Example:
     ```python
@@ -740,9 +844,10 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
     trainer = Trainer(model, accumulation_steps=accumulation_steps, backup_dir=backup_dir,
                       backup_every_n_steps=backup_every_n_steps, keep_backups=keep_backups,
                       nonfinite=nonfinite, per_worker_data=per_worker_data,
-                      jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+                      jit_compile=jit_compile, steps_per_execution=steps_per_execution,
+                      max_skipped_share=max_skipped_share, max_loss=max_loss)
     return trainer.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
                        validation_data=validation_data, callbacks=callbacks, verbose=verbose)
 
 
-__all__ = ["NonFiniteLossError", "Trainer", "batch_fingerprint", "fit"]
+__all__ = ["NonFiniteLossError", "Trainer", "TrainingPreempted", "batch_fingerprint", "fit"]

@@ -5,8 +5,8 @@ import os
 import keras
 
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
-from tf_outheads.training.callbacks import (BestWeights, BleuCallback, EarlyStopping, StepLimit,
-                                           TimeLimit)
+from tf_outheads.training.callbacks import (BestWeights, BleuCallback, EarlyStopping,
+                                           EpochHistory, StepLimit, TimeLimit)
 from tf_outheads.training.objective import HEAD_OUTPUT
 from tf_outheads.training.optimizers import LazyAdam
 
@@ -84,7 +84,7 @@ def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
 
     dev BLEU (writes `val_bleu`) → early stopping on dev BLEU → best weights
     (`run_dir/checkpoints/best.weights.h5`, written atomically: `BestWeights`)
-    → TensorBoard (`run_dir/logs`) → CSV log → optional wall-clock / step
+    → TensorBoard (`run_dir/logs`) → `history.csv` (`EpochHistory`) → optional wall-clock / step
     limits (a `TimeLimit` is always there: with no budget it keeps the training
     clock, resumes included). Resuming an interrupted run is the trainer's job
     (`tf_outheads.training.fit(..., backup_dir=...)`: mid-epoch, with the
@@ -112,8 +112,7 @@ def translation_callbacks(run_dir, dev_sources=None, dev_references=None,
     if chief:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(run_dir, "logs"),
                                                      update_freq=50))
-        callbacks.append(keras.callbacks.CSVLogger(os.path.join(run_dir, "history.csv"),
-                                                   append=True))
+        callbacks.append(EpochHistory(os.path.join(run_dir, "history.csv")))
     callbacks.append(TimeLimit(max_minutes or None))  # without a budget: the clock only
     if max_steps:
         callbacks.append(StepLimit(max_steps))
