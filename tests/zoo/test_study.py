@@ -173,7 +173,7 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
             f.write("{}")
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr(study_module.subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "run", fake_run)
     runs_dir = str(tmp_path / "runs")
     first = study_module.train_arm(runs_dir, study.arms["strong"], 1, steps=4, eval_every=2)
     second = study_module.train_arm(runs_dir, study.arms["weak"], 2, steps=4, eval_every=2)

@@ -1,0 +1,50 @@
+"""Seeded head comparisons against sound baselines, and the results page they produce.
+
+A *study* is a set of *arms* (a preset and overrides) trained for the same number
+of steps (or the same wall clock) on the same pieces, for several seeds, with one
+arm as the baseline of each paired test. Two commands:
+
+    tf-outheads study pappas [--seeds 1234,1,2] [--arms tied,joint-512] [--runs-dir runs/study]
+    tf-outheads results [--collect-from runs/study] [--output docs/results.md]
+
+`study` trains what is missing, one run at a time, each in its own run directory
+(`RUNS_DIR/runs/<preset>[+<overrides>]/s<seed>-<budget>`), which resumes after an
+interruption and is skipped once finished. A finished run is then *recorded*:
+its light files (scores, BLEU history, per-step losses, the dev/test
+translations and the references they were scored against; not the weights)
+are copied to the same place under `RECORDS_DIR` (`docs/results/study`),
+which is committed, so the results page can be rewritten and its paired tests
+redone on any checkout, after the machine that trained the runs is gone. Every run of a study copies one
+tokenizer (`RUNS_DIR/tokenizers/<data key>`): SentencePiece trained twice on the
+same text with the same seed in two processes gives different pieces, which
+would confound the comparison. `results` reads the records and writes
+the page: mean ± sd over seeds of dev and test BLEU, sacrebleu's paired
+bootstrap test of each seed against the baseline's run of the same seed (test
+and dev p-values), dev BLEU and training-loss curves as SVG, the time of each
+run and the machine, and for each claim of a paper whether it held here.
+`benchmarks/peer_opennmt.py` trains its "ours" side through `train_arm`, so
+the baselines it checks against OpenNMT-py are the very runs the studies use.
+
+The package: `definition` (the studies, their seeds, where their runs live), `runner`
+(training and recording the runs), `stats` (run scores, paired tests, claim verdicts)
+and `report` (the results page). Every name is importable from here.
+"""
+
+from tf_outheads_zoo.study.definition import (
+    CORE_SEEDS, DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES, SWEEP_SEEDS, TOKENIZER_SEED, Arm,
+    Claim, Study, arm_run_dir, budget_name, finished_runs, get_study, study_seeds)
+from tf_outheads_zoo.study.report import (
+    data_differences, machine_description, study_report, write_results)
+from tf_outheads_zoo.study.runner import (
+    RECORD_FILES, collect_records, record_run, run_study, tokenizer_dir, train_arm)
+from tf_outheads_zoo.study.stats import ALPHA, claim_verdict
+
+# The name the tests have read the finished runs of an arm by.
+_finished_runs = finished_runs
+
+__all__ = [
+    "ALPHA", "CORE_SEEDS", "DEFAULT_RUNS_DIR", "RECORDS_DIR", "RECORD_FILES", "STUDIES",
+    "SWEEP_SEEDS", "TOKENIZER_SEED", "Arm", "Claim", "Study", "arm_run_dir", "budget_name",
+    "claim_verdict", "collect_records", "data_differences", "finished_runs", "get_study",
+    "machine_description", "record_run", "run_study", "study_report", "study_seeds",
+    "tokenizer_dir", "train_arm", "write_results"]

@@ -1,0 +1,295 @@
+"""The results page: each study's table (mean ± sd over seeds, paired p-values), its
+curves as SVG, whether its runs are comparable (`data_differences`) and its claims'
+verdicts (`stats.claim_verdict`), from run records or run directories."""
+
+import functools
+import json
+import os
+import platform
+import statistics
+
+from tf_outheads_zoo.study.definition import (
+    DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES, finished_runs, get_study)
+from tf_outheads_zoo.study.stats import (
+    ALPHA, claim_verdict, paired_against, paired_tests, variant_score)
+
+
+def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000):
+    """The Markdown section of one study (and its SVG figures in `figures_dir`)."""
+    from tf_outheads_zoo.plots import write_line_plot
+
+    study = get_study(name)
+    runs = {arm: finished_runs(runs_dir, study, arm) for arm in study.arms}
+    budget = (f"{study.minutes:g} minutes of training" if study.minutes
+              else f"{study.steps} steps")
+    lines = [f"## {study.title}", "", f"{study.notes} Budget: {budget} per run; dev BLEU "
+             f"every {study.eval_every} steps; greedy decoding unless marked. Baseline of "
+             f"the paired tests: **{study.baseline}** (sacrebleu paired bootstrap, "
+             f"{samples} resamples, each seed against the baseline's run of the same "
+             "seed).", ""]
+    baseline_runs = runs[study.baseline]
+    rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU", f"Δ test vs {study.baseline}",
+             "p test (per seed)", "p dev (per seed)", "min / run")
+            + (("steps / run",) if study.minutes else ())]
+    # Equal wall clock: the steps each arm reached are its training speed (the same
+    # batches), against the baseline's.
+    baseline_steps = _mean_steps(baseline_runs.values())
+    summary = {}
+    signature = ""
+    for arm_name, arm in study.arms.items():
+        arm_runs = runs[arm_name]
+        for variant, _ in ((None, None),) + tuple(arm.decodings):
+            label = arm_name + (f" ({variant})" if variant else "")
+            if not arm_runs:
+                rows.append((label, arm.preset, "not run") + ("",) * (len(rows[0]) - 3))
+                continue
+            seeds = sorted(arm_runs)
+            dev = [variant_score(arm_runs[s], "dev", variant) for s in seeds]
+            test = [variant_score(arm_runs[s], "test", variant) for s in seeds]
+            minutes, steps = [], []
+            for s in seeds:
+                with open(os.path.join(arm_runs[s], "results.json"), encoding="utf-8") as f:
+                    results = json.load(f)
+                minutes.append(results["train_seconds"] / 60)
+                steps.append(results["steps"])
+            deltas, p_test, p_dev = [], [], []
+            if arm_name != study.baseline:
+                deltas, p_values, arm_signature = paired_tests(
+                    arm_runs, dict(zip(seeds, test)), baseline_runs, samples, variant,
+                    splits=("test", "dev"))
+                p_test, p_dev = p_values["test"], p_values["dev"]
+                signature = arm_signature or signature
+            summary[label] = {"seeds": seeds, "dev": dev, "test": test, "deltas": deltas,
+                              "p_test": p_test}
+            rows.append((label, arm.preset + "".join(
+                f" `{k}={json.dumps(v)}`" for k, v in arm.overrides),
+                ", ".join(map(str, seeds)), _mean_sd(dev), _mean_sd(test),
+                f"{statistics.fmean(deltas):+.2f}" if deltas else "—",
+                " / ".join(f"{p:.3f}" for p in p_test) or "—",
+                " / ".join(f"{p:.3f}" for p in p_dev) or "—",
+                f"{statistics.fmean(minutes):.1f}")
+                + ((_steps_cell(statistics.fmean(steps), baseline_steps,
+                                arm_name == study.baseline),) if study.minutes else ()))
+            summary[label]["steps"] = statistics.fmean(steps)
+    lines += _markdown_table(rows)
+    if signature:
+        lines += ["", f"Test signature: `{signature}`."]
+    if figures_dir and any(runs.values()):
+        os.makedirs(figures_dir, exist_ok=True)
+        bleu = {a: _curve_means(list(r.values()), _bleu_curve) for a, r in runs.items() if r}
+        loss = {a: _curve_means(list(r.values()), _loss_curve) for a, r in runs.items() if r}
+        bleu = {a: c for a, c in bleu.items() if c[0]}
+        figures = []
+        if bleu:
+            path = os.path.join(figures_dir, f"{name}_dev_bleu.svg")
+            write_line_plot(path, bleu, title=f"{study.title}: dev BLEU (mean over seeds)",
+                            xlabel="training step", ylabel="BLEU")
+            figures.append(path)
+        if any(c[0] for c in loss.values()):
+            path = os.path.join(figures_dir, f"{name}_loss.svg")
+            write_line_plot(path, {a: c for a, c in loss.items() if c[0]},
+                            title=f"{study.title}: training loss (moving average of 50 "
+                                  "steps, mean over seeds)",
+                            xlabel="training step", ylabel="loss")
+            figures.append(path)
+        base = os.path.dirname(os.path.dirname(figures[0])) if figures else ""
+        lines += [""] + [f"![{os.path.basename(p)}]({os.path.relpath(p, base)})"
+                         for p in figures]
+    differences = data_differences(runs)
+    if differences:
+        lines += ["", "**Not comparable yet:** these runs trained on different data settings, "
+                  "so no claim is judged until the runs named below are trained again "
+                  "with the study's settings:", ""]
+        for key, values in differences.items():
+            lines.append(f"- `{key}`: " + "; ".join(
+                f"{value} ({', '.join(runs_)})" for value, runs_ in values.items()))
+    lines += ["", "Claims:", ""]
+    for claim in study.claims:
+        if differences:
+            verdict = ("**not comparable yet** (data settings differ: "
+                       f"{', '.join(differences)})")
+        else:
+            arm = summary.get(claim.arm)
+            if arm and claim.baseline != study.baseline and runs[claim.baseline]:
+                # The table's tests are against the study's baseline: this claim's pair
+                # gets its own, seed by seed.
+                arm = paired_against(arm, runs[claim.arm], runs[claim.baseline], samples,
+                                     references_runs=baseline_runs)
+            verdict = claim_verdict(arm, summary.get(claim.baseline), claim)
+            if study.minutes and arm and summary.get(claim.baseline):
+                verdict += (f"; in the same {study.minutes:g} minutes it trained "
+                            f"{arm['steps'] / summary[claim.baseline]['steps']:.2f}× the "
+                            f"steps of {claim.baseline} ({arm['steps']:,.0f} against "
+                            f"{summary[claim.baseline]['steps']:,.0f})")
+        lines.append(f"- {claim.text} (paper: {claim.paper_delta}): {verdict}")
+    return "\n".join(lines) + "\n"
+
+
+def _mean_steps(run_dirs):
+    """The mean number of steps trained by finished runs (their results.json), or None."""
+    steps = []
+    for run_dir in run_dirs:
+        with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+            steps.append(json.load(f)["steps"])
+    return statistics.fmean(steps) if steps else None
+
+
+def _steps_cell(steps, baseline_steps, is_baseline):
+    if is_baseline or not baseline_steps:
+        return f"{steps:,.0f}"
+    return f"{steps:,.0f} (×{steps / baseline_steps:.2f})"
+
+
+def _mean_sd(values):
+    if not values:
+        return ""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def _curve_means(run_dirs, reader):
+    """Mean over runs at each x all runs share."""
+    curves = [dict(zip(*reader(d))) for d in run_dirs]
+    curves = [c for c in curves if c]
+    if not curves:
+        return [], []
+    xs = sorted(set.intersection(*(set(c) for c in curves)))
+    return xs, [statistics.fmean(c[x] for c in curves) for x in xs]
+
+
+def _loss_curve(run_dir, window=50):
+    from tf_outheads_zoo.compare import moving_average, nll_curve
+
+    steps, values = nll_curve(run_dir)
+    return steps, moving_average(values, window)
+
+
+def _bleu_curve(run_dir):
+    path = os.path.join(run_dir, "bleu.jsonl")
+    if not os.path.exists(path):
+        return [], []
+    records = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                records[record["step"]] = record["bleu"]
+    return list(records), list(records.values())
+
+
+def _data_settings(data, sizes=None):
+    """The `data` section `data` a run trained with (`_stored_data`), compared as: the
+    corpus by file name only (the same corpus sits at another path on another machine).
+
+    `sizes`: `{corpus file name: training split size}` of corpora readable here; a
+    shuffle buffer or tokenizer sample at least that large (or None: all of it) is
+    the same setting, `"all"`: the same batches, the same pieces."""
+    data = dict(data)
+    # ReWE's frozen target vectors are its method's input (trained on the same
+    # training targets), not a difference in the data every arm sees.
+    data.pop("target_vectors", None)
+    data["corpus"] = os.path.basename(str(data["corpus"]))
+    size = (sizes or {}).get(data["corpus"]) if data.get("train") is None else None
+    for key in ("shuffle_buffer", "tokenizer_sample"):
+        if size is not None and (data.get(key) is None or data[key] >= size):
+            data[key] = "all"
+    return data
+
+
+def _stored_data(run_dir):
+    """The `data` section of a run's `preset.json`, read through the schema: records
+    from before a key get the value they trained with."""
+    from tf_outheads_zoo.config import read_stored_preset
+
+    return read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"]
+
+
+@functools.lru_cache(maxsize=None)
+def _train_split_size(path, split, source, target):
+    from tf_outheads import data as tfo_data
+
+    return len(tfo_data.read_tsv(path, source=source, target=target, references=(),
+                                 split=split, id_column=None))
+
+
+def _corpus_sizes(stored):
+    """`{corpus file name: pairs of its train split}` for the TSV corpora of the `data`
+    sections `stored` found here (at the stored path, or the embedded corpus by name)."""
+    from tf_outheads_zoo.config import EMBEDDED_CORPUS, data_set
+
+    sizes = {}
+    for data in stored:
+        spec = data_set(data, "train")
+        name = os.path.basename(str(data["corpus"]))
+        if spec["kind"] != "tsv" or name in sizes:
+            continue
+        path = spec["path"]
+        if not os.path.exists(path) and name == os.path.basename(EMBEDDED_CORPUS):
+            path = EMBEDDED_CORPUS
+        if os.path.exists(path):
+            sizes[name] = _train_split_size(path, spec["split"], spec["source"],
+                                            spec["target"])
+    return sizes
+
+
+def data_differences(runs):
+    """`{"data.key": {value: ["arm seed", ...]}}` for every data setting on which the
+    finished runs `{arm: {seed: run_dir}}` of one study disagree (pieces, batches,
+    filters): arms trained on other data are not a comparison of output layers."""
+    stored = {run_dir: _stored_data(run_dir)
+              for arm_runs in runs.values() for run_dir in arm_runs.values()}
+    sizes = _corpus_sizes(stored.values())
+    seen = {}
+    for arm_name, arm_runs in runs.items():
+        for seed, run_dir in sorted(arm_runs.items()):
+            for key, value in _data_settings(stored[run_dir], sizes).items():
+                seen.setdefault(key, {}).setdefault(json.dumps(value, sort_keys=True), []
+                                                    ).append(f"{arm_name} {seed}")
+    return {f"data.{key}": values for key, values in sorted(seen.items()) if len(values) > 1}
+
+
+def _markdown_table(rows):
+    header, *body = rows
+    return (["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+            + ["| " + " | ".join(str(c) for c in row) + " |" for row in body])
+
+
+def machine_description():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    import tensorflow as tf
+
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"TensorFlow {tf.__version__}")
+
+
+def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"),
+                  studies=None, samples=1000, log=print):
+    """Writes the results page from the run records (or run directories); returns its path."""
+    figures_dir = os.path.join(os.path.dirname(output) or ".", "results")
+    sections = [study_report(name, runs_dir, figures_dir, samples)
+                for name in (studies or STUDIES)]
+    text = "\n".join([
+        "# Results: which output layer is better?", "",
+        "Written by `tf-outheads results` from the run records of `tf-outheads study` "
+        f"(`{RECORDS_DIR}`: each run's scores, curves and translations; do not edit by hand). Every arm of a study trains on the same pieces for the same "
+        "budget; seeds are the model's (the tokenizer is shared). The baselines are checked "
+        "against OpenNMT-py by `benchmarks/peer_opennmt.py` (benchmarks/README.md). Mean ± "
+        "sd over seeds; a claim holds when the arm is ahead in the mean and significantly "
+        f"(p < {ALPHA}) ahead in most seeds. \"min / run\" is the wall clock of training "
+        "(dev evaluations included), which grows when other jobs share the machine.", "",
+        f"Machine: {machine_description()}.", "",
+        *sections,
+    ])
+    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+    with open(output + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(output + ".tmp", output)
+    log(f"[results] {output}")
+    return output
