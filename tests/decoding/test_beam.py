@@ -23,6 +23,17 @@ from tf_outheads.decoding import beam_search
 from tf_outheads.decoding import gather_beams
 from tf_outheads.decoding import greedy_search
 from tf_outheads.decoding import tile_for_beam
+from tf_outheads.decoding.beam import FinishedPool
+from tf_outheads.decoding.beam import best_reachable_scores
+from tf_outheads.decoding.beam import candidate_coverage
+from tf_outheads.decoding.beam import candidate_hypotheses
+from tf_outheads.decoding.beam import initial_beams
+from tf_outheads.decoding.beam import merge_finished
+from tf_outheads.decoding.beam import n_best
+from tf_outheads.decoding.beam import normalised_scores
+from tf_outheads.decoding.beam import select_alive
+from tf_outheads.decoding.beam import sentences_done
+from tf_outheads.decoding.beam import top_candidates
 
 VOCAB_SIZE = 10
 NEG = -1e9
@@ -695,3 +706,213 @@ def test_min_length_equals_a_step_function_that_masks_eos(seed, beam):
                          min_length=min_length, **options)
     assert_results_equal(actual, expected)
     assert np.all(actual.lengths[actual.log_probs > -np.inf] > min_length)
+
+
+# -- the pieces of the search, alone -------------------------------------------
+
+
+def test_initial_beams_start_one_hypothesis_per_sentence():
+    state = {"memory": tf.constant([[1.0], [2.0]]), "alignment": tf.zeros([2, 3])}
+    loop = initial_beams(state, batch_size=2, beam_size=3, limits=tf.constant([4, 0]),
+                         max_steps=4, bos_id=BOS_ID, use_coverage=True)
+    # Sentence 0: only beam 0 alive. Sentence 1 (limit 0): no alive beam, the
+    # empty hypothesis (score 0) already finished, and done.
+    np.testing.assert_array_equal(loop.alive_log_probs,
+                                  [[0.0, -np.inf, -np.inf], [-np.inf] * 3])
+    np.testing.assert_array_equal(loop.finished.scores,
+                                  [[-np.inf] * 3, [0.0, -np.inf, -np.inf]])
+    np.testing.assert_array_equal(loop.finished.lengths, 0)
+    np.testing.assert_array_equal(loop.done, [False, True])
+    np.testing.assert_array_equal(loop.ids_t, [BOS_ID] * 6)
+    assert loop.alive_ids.shape == (2, 3, 4)
+    np.testing.assert_array_equal(loop.alive_ids, PAD_ID)
+    np.testing.assert_array_equal(loop.model_state["memory"], [[1.0]] * 3 + [[2.0]] * 3)
+    np.testing.assert_array_equal(loop.alive_coverage, np.zeros([2, 3, 3]))
+    assert int(loop.step) == 0
+
+
+def test_top_candidates_are_the_top_2k_sums_of_a_hand_made_table():
+    # 1 sentence, k = 2, V = 6. Beam 0 (log P = -1) and beam 1 (log P = -2).
+    log_scores = tf.constant([[[-0.1, -3.0, -0.5, -9.0, -0.2, -4.0],
+                               [-0.05, -0.3, -8.0, -0.4, -7.0, -0.6]]])
+    alive = tf.constant([[-1.0, -2.0]])
+    log_probs, parents, words = top_candidates(log_scores, alive, 1, 2, step=0)
+    # Every sum, sorted: the 4 best of the 12.
+    sums = alive.numpy()[0][:, None] + log_scores.numpy()[0]
+    order = np.argsort(-sums, axis=None, kind="stable")[:4]
+    np.testing.assert_allclose(log_probs, [sums.ravel()[order]])
+    np.testing.assert_array_equal(parents, [order // 6])
+    np.testing.assert_array_equal(words, [order % 6])
+    np.testing.assert_array_equal(parents, [[0, 0, 0, 1]])
+    np.testing.assert_array_equal(words, [[0, 4, 2, 0]])
+
+
+def test_top_candidates_ignore_dead_beams_and_break_ties_by_beam():
+    # Beam 1 is dead: whatever its row scored (here +inf) must not count.
+    # V = 3 < 2k: beam 0 gives 3 candidates, the 4th is from the dead beam.
+    log_scores = tf.constant([[[0.0] * 3, [math.inf] * 3]])
+    dead = top_candidates(log_scores, tf.constant([[-1.0, -math.inf]]), 1, 2, step=0)
+    # Beam 0's words first (ties: lower id first), then -inf, not NaN.
+    np.testing.assert_array_equal(dead[0], [[-1.0, -1.0, -1.0, -np.inf]])
+    np.testing.assert_array_equal(dead[1][:, :3], [[0, 0, 0]])
+    np.testing.assert_array_equal(dead[2][:, :3], [[0, 1, 2]])
+    log_scores = tf.zeros([1, 2, 3])  # every word equally likely on both beams
+    tie = top_candidates(log_scores, tf.constant([[-1.0, -1.0]]), 1, 2, step=0)
+    # A tie between beams goes to the lower beam: beam 0's 3 words, then beam 1's first.
+    np.testing.assert_array_equal(tie[1], [[0, 0, 0, 1]])
+    np.testing.assert_array_equal(tie[2], [[0, 1, 2, 0]])
+    none = top_candidates(log_scores, tf.constant([[-math.inf, -math.inf]]), 1, 2, step=0)
+    np.testing.assert_array_equal(none[0], -np.inf)
+
+
+@pytest.mark.parametrize("step, eos_allowed", [(1, False), (2, True)])
+def test_top_candidates_forbid_eos_before_min_length(step, eos_allowed):
+    # EOS is the best word of both beams.
+    log_scores = tf.constant([[[-1.0, -1.5, -2.0, -0.1, -2.5],
+                               [-1.0, -1.5, -2.0, -0.1, -2.5]]])
+    log_probs, _, words = top_candidates(log_scores, tf.constant([[0.0, -0.5]]), 1, 2,
+                                         step=tf.constant(step), min_length=2,
+                                         eos_id=3)
+    assert (3 in words.numpy()) == eos_allowed
+    if eos_allowed:
+        np.testing.assert_array_equal(words[0, :2], [3, 3])
+    else:
+        # The best 4 without EOS: -1, -1.5 on beam 0, then -1.5 on beam 1, -2 on beam 0.
+        np.testing.assert_allclose(log_probs, [[-1.0, -1.5, -1.5, -2.0]])
+    assert np.all(np.isfinite(log_probs))
+
+
+def test_candidate_hypotheses_copy_the_parent_and_write_the_word():
+    alive_ids = tf.constant([[[5, 6, 0, 0], [7, 8, 0, 0]]])
+    ids = candidate_hypotheses(alive_ids, tf.constant([[1, 0, 1]]),
+                               tf.constant([[3, 9, 4]]), step=tf.constant(2))
+    np.testing.assert_array_equal(ids, [[[7, 8, 3, 0], [5, 6, 9, 0], [7, 8, 4, 0]]])
+
+
+def test_candidate_coverage_adds_the_step_and_follows_the_parents():
+    coverage = candidate_coverage(tf.constant([[[0.5, 0.0], [0.2, 0.3]]]),
+                                  tf.constant([[[0.25, 0.75], [1.0, 0.0]]]),
+                                  tf.constant([[1, 1, 0]]))
+    np.testing.assert_allclose(coverage, [[[1.2, 0.3], [1.2, 0.3], [0.75, 0.75]]])
+
+
+def test_normalised_scores_are_gnmt_scores():
+    log_probs = tf.constant([[-2.0, -3.0]])
+    plain = normalised_scores(log_probs, tf.constant(4), 0.6)
+    np.testing.assert_allclose(plain, [[-2.0 / 1.5 ** 0.6, -3.0 / 1.5 ** 0.6]], rtol=1e-6)
+    # cp = beta * sum log min(coverage, 1) over the unmasked source words.
+    coverage = tf.constant([[[0.5, 2.0, 0.1], [1.0, 0.25, 0.0]]])
+    mask = tf.constant([[[True, True, False]]])
+    covered = normalised_scores(log_probs, tf.constant(4), 0.0, coverage, 0.5, mask)
+    np.testing.assert_allclose(
+        covered, [[-2.0 + 0.5 * math.log(0.5), -3.0 + 0.5 * math.log(0.25)]], rtol=1e-6)
+
+
+def pool_of(scores, lengths, max_steps=3):
+    scores = tf.constant(scores, tf.float32)
+    return FinishedPool(ids=tf.fill(scores.shape + (max_steps,), 1), scores=scores,
+                        log_probs=scores * 2.0, lengths=tf.constant(lengths, tf.int32))
+
+
+def test_merge_finished_admits_only_enders_in_the_top_k():
+    # k = 2: candidates 0 and 1 are the top k, 2 and 3 the runners-up.
+    pool = pool_of([[-5.0, -math.inf]], [[1, 0]])
+    ids = tf.constant([[[10, 11, 0], [20, 21, 0], [30, 31, 0], [40, 41, 0]]])
+    log_probs = tf.constant([[-1.0, -2.0, -3.0, -4.0]])
+    scores = tf.constant([[-1.5, -2.5, -0.5, -0.1]])  # runners-up score best
+    ends = tf.constant([[False, True, True, True]])
+    merged = merge_finished(pool, 2, ids, log_probs, scores, ends, tf.constant(2))
+    # Candidate 1 (ends, top k) joins; 0 (does not end) and 2, 3 (not top k) do not.
+    np.testing.assert_array_equal(merged.scores, [[-2.5, -5.0]])
+    np.testing.assert_array_equal(merged.ids[0, 0], [20, 21, 0])
+    np.testing.assert_array_equal(merged.ids[0, 1], [1, 1, 1])
+    np.testing.assert_array_equal(merged.log_probs, [[-2.0, -10.0]])
+    np.testing.assert_array_equal(merged.lengths, [[2, 1]])
+
+
+def test_merge_finished_keeps_the_best_k_and_the_old_pool_wins_ties():
+    ids = tf.zeros([1, 4, 3], tf.int32)
+    log_probs = tf.constant([[-1.0, -2.0, -3.0, -4.0]])
+    ends = tf.constant([[True, True, True, True]])
+    # The new -0.5 enters first and pushes out the old -3.0.
+    merged = merge_finished(pool_of([[-1.0, -3.0]], [[4, 5]]), 2, ids, log_probs,
+                            tf.constant([[-0.5, -2.0, -0.1, -0.1]]), ends, tf.constant(6))
+    np.testing.assert_array_equal(merged.scores, [[-0.5, -1.0]])
+    np.testing.assert_array_equal(merged.lengths, [[6, 4]])
+    np.testing.assert_array_equal(merged.log_probs, [[-1.0, -2.0]])
+    # The old -2.0 and the new -2.0 tie for the last slot: the old one keeps it.
+    tied = merge_finished(pool_of([[-1.0, -2.0]], [[4, 5]]), 2, ids, log_probs,
+                          tf.constant([[-2.0, -9.0, -0.1, -0.1]]), ends, tf.constant(6))
+    np.testing.assert_array_equal(tied.scores, [[-1.0, -2.0]])
+    np.testing.assert_array_equal(tied.lengths, [[4, 5]])
+
+
+def test_select_alive_never_extends_a_candidate_that_ended():
+    log_probs = tf.constant([[-0.5, -1.0, -2.0, -3.0]])
+    ends = tf.constant([[True, False, True, False]])  # the best one ended
+    words = tf.constant([[3, 6, 3, 8]])
+    parents = tf.constant([[0, 1, 1, 0]])
+    alive_log_probs, (alive_words, alive_parents, nothing) = select_alive(
+        log_probs, ends, (words, parents, ()), 2)
+    np.testing.assert_array_equal(alive_log_probs, [[-1.0, -3.0]])
+    np.testing.assert_array_equal(alive_words, [[6, 8]])
+    np.testing.assert_array_equal(alive_parents, [[1, 0]])
+    assert nothing == ()
+    # At the limit every candidate ends: nothing stays alive.
+    at_limit, _ = select_alive(log_probs, tf.ones([1, 4], tf.bool), words, 2)
+    np.testing.assert_array_equal(at_limit, -np.inf)
+
+
+@pytest.mark.parametrize(
+    "alpha, bound, expected",
+    [
+        # Log-probabilities (u = 0): alpha = 0 gives A; alpha = 1, A / lp(limit).
+        (0.0, 0.0, [-3.0, -3.0]),
+        (1.0, 0.0, [-3.0 / (11 / 6), -3.0 / (8 / 6)]),
+        # u = 1: the best end length L maximises (A + (L - t)) / lp(L):
+        # with alpha = 0, the limit; with t = 2 and limits 6, 3: A + 4, A + 1.
+        (0.0, 1.0, [1.0, -2.0]),
+    ],
+)
+def test_best_reachable_scores(alpha, bound, expected):
+    end_lengths = tf.range(1, 9)
+    end_penalties = ((5.0 + tf.cast(end_lengths, tf.float32)) / 6.0) ** alpha
+    best = best_reachable_scores(tf.constant([-3.0, -3.0]), tf.constant(2),
+                                 tf.constant([6, 3]), end_lengths, end_penalties, bound)
+    np.testing.assert_allclose(best, expected, rtol=1e-6)
+    # A sentence at its limit can reach nothing.
+    at_limit = best_reachable_scores(tf.constant([-3.0]), tf.constant(3), tf.constant([3]),
+                                     end_lengths, end_penalties, bound)
+    np.testing.assert_array_equal(at_limit, [-np.inf])
+
+
+def test_sentences_done():
+    done = sentences_done(
+        done=tf.constant([True, False, False, False, False]),
+        at_limit=tf.constant([False, True, False, False, False]),
+        best_alive=tf.constant([-1.0, -1.0, -math.inf, -1.0, -1.0]),
+        # n = 2: the second best finished score decides.
+        finished_scores=tf.constant([[0.0, -9.0]] * 3 + [[-0.5, -2.0], [-0.5, -0.9]]),
+        num_hypotheses=2,
+        best_reachable=tf.constant([-1.0] * 5),
+    )
+    # Already done, at its limit, no alive beam, can still improve, cannot.
+    np.testing.assert_array_equal(done, [True, True, True, False, True])
+    no_bound = sentences_done(tf.constant([False]), tf.constant([False]),
+                              tf.constant([-1.0]), tf.constant([[0.0, 0.0]]), 2)
+    np.testing.assert_array_equal(no_bound, [False])
+
+
+def test_n_best_pads_beyond_each_length_and_empties_missing_slots():
+    finished = FinishedPool(
+        ids=tf.constant([[[5, 3, 7, 7], [6, 6, 6, 3], [9, 9, 9, 9]]]),
+        scores=tf.constant([[-1.0, -2.0, -math.inf]]),
+        log_probs=tf.constant([[-1.5, -2.5, -math.inf]]),
+        lengths=tf.constant([[2, 4, 3]]),
+    )
+    result = n_best(finished, 3)
+    np.testing.assert_array_equal(result.ids, [[[5, 3, 0, 0], [6, 6, 6, 3], [0, 0, 0, 0]]])
+    np.testing.assert_array_equal(result.lengths, [[2, 4, 0]])
+    np.testing.assert_array_equal(result.scores, [[-1.0, -2.0, -np.inf]])
+    np.testing.assert_array_equal(result.log_probs, [[-1.5, -2.5, -np.inf]])
+    assert n_best(finished, 1).ids.shape == (1, 1, 4)

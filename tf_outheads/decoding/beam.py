@@ -39,6 +39,11 @@ from tf_outheads.decoding.greedy import decoding_limits
 # instead of `-inf`, so hypotheses that all miss a word stay comparable.
 _MIN_COVERAGE = float(np.finfo(np.float32).tiny)
 
+# The log-probability of a dead beam, an empty slot, a forbidden word. A
+# Python float, so that each graph gets its own constant (a module-level
+# tensor would be captured as an input).
+_NEG_INF = -math.inf
+
 
 class BeamResult(NamedTuple):
     """What `beam_search` returns: the n-best hypotheses of every sentence.
@@ -70,6 +75,24 @@ class BeamResult(NamedTuple):
     log_probs: tf.Tensor
 
 
+class FinishedPool(NamedTuple):
+    """The `k` best finished hypotheses of every sentence, best first.
+
+    Args:
+        ids: int32 `(batch, k, max_steps)`, tokens after BOS, `PAD_ID` beyond
+            each hypothesis' length.
+        scores: float32 `(batch, k)`, normalised scores, sorted descending;
+            `-inf` for an empty slot.
+        log_probs: float32 `(batch, k)`, the raw sums of log-scores.
+        lengths: int32 `(batch, k)`, tokens including the final EOS.
+    """
+
+    ids: tf.Tensor
+    scores: tf.Tensor
+    log_probs: tf.Tensor
+    lengths: tf.Tensor
+
+
 class _LoopState(NamedTuple):
     step: tf.Tensor  # () int32: tokens emitted so far by every alive beam
     ids_t: tf.Tensor  # (batch * k,) int32: tokens fed at this step
@@ -77,10 +100,7 @@ class _LoopState(NamedTuple):
     alive_ids: tf.Tensor  # (batch, k, max_steps) int32
     alive_log_probs: tf.Tensor  # (batch, k) float32, -inf for a dead beam
     alive_coverage: object  # (batch, k, source) float32, or () unused
-    finished_ids: tf.Tensor  # (batch, k, max_steps) int32
-    finished_scores: tf.Tensor  # (batch, k) float32, sorted descending
-    finished_log_probs: tf.Tensor  # (batch, k) float32
-    finished_lengths: tf.Tensor  # (batch, k) int32
+    finished: FinishedPool  # (batch, k, ...) the best finished hypotheses
     done: tf.Tensor  # (batch,) bool
 
 
@@ -228,6 +248,501 @@ def _check_coverage_state(state, where):
         )
 
 
+# -- The search, piece by piece ------------------------------------------------
+#
+# `beam_search` checks its arguments, builds the loop state with
+# `initial_beams`, runs `_BeamStep` (one step of the search, made of the
+# functions below) in a `tf.while_loop` and reads the result with `n_best`.
+# Every piece works on the `(batch, k, ...)` tensors of the loop state and can
+# be called alone, eagerly, on small hand-made tensors.
+
+
+def _check_arguments(beam_size, num_hypotheses, min_length, coverage_penalty,
+                     length_penalty, max_step_score):
+    """`beam_search`'s argument checks; returns `(beam_size, num_hypotheses)` as ints.
+
+    Raises:
+        ValueError: an argument out of range, named with its value.
+    """
+    if isinstance(beam_size, bool) or not isinstance(
+        beam_size, (int, np.integer)
+    ) or beam_size < 1:
+        raise ValueError(
+            "`beam_size` must be a positive int. "
+            f"Received: beam_size={beam_size!r}"
+        )
+    beam_size = int(beam_size)
+    if isinstance(num_hypotheses, bool) or not isinstance(
+        num_hypotheses, (int, np.integer)
+    ) or not 1 <= num_hypotheses <= beam_size:
+        raise ValueError(
+            "`num_hypotheses` must be an int between 1 and `beam_size` "
+            f"({beam_size}). Received: num_hypotheses={num_hypotheses!r}"
+        )
+    if min_length < 0:
+        raise ValueError(
+            "`min_length` must be non-negative. "
+            f"Received: min_length={min_length}"
+        )
+    if coverage_penalty < 0:
+        raise ValueError(
+            "`coverage_penalty` must be non-negative. "
+            f"Received: coverage_penalty={coverage_penalty}"
+        )
+    if isinstance(length_penalty, (int, float, np.number)) and not math.isfinite(
+        length_penalty
+    ):
+        # NaN makes every normalised score NaN: nothing would ever finish.
+        raise ValueError(
+            "`length_penalty` must be finite. "
+            f"Received: length_penalty={length_penalty}"
+        )
+    if max_step_score is not None and not math.isfinite(max_step_score):
+        raise ValueError(
+            "`max_step_score` must be a finite float or None. "
+            f"Received: max_step_score={max_step_score}"
+        )
+    return beam_size, int(num_hypotheses)
+
+
+def initial_beams(initial_state, batch_size, beam_size, limits, max_steps,
+                  bos_id=BOS_ID, use_coverage=False):
+    """The loop state before the first step.
+
+    Only beam 0 of each sentence starts alive (log-probability 0, the other
+    beams `-inf`), so the first step expands one hypothesis, not `k` copies
+    of it. A sentence whose limit is 0 is done before it starts and holds the
+    empty hypothesis (score 0), as `greedy_search` returns.
+
+    Args:
+        initial_state: nested structure with leading dimension `batch_size`;
+            tiled to `batch_size * beam_size` rows (`tile_for_beam`). With
+            `use_coverage`, a dict with an `"alignment"` `(batch, source)`.
+        batch_size: int or int32 scalar tensor.
+        beam_size: int `k`.
+        limits: int32 `(batch,)`, each sentence's `max_length`.
+        max_steps: int or int32 scalar, the loop bound (`max(limits)`).
+        bos_id: int, the token every beam is fed first.
+        use_coverage: bool, whether to track the attention each source word
+            received (zeros `(batch, k, source)`).
+
+    Returns:
+        The `_LoopState` `beam_search` loops on.
+    """
+    k = beam_size
+    if use_coverage:
+        alignment = tf.cast(initial_state["alignment"], tf.float32)
+        alive_coverage = tf.zeros_like(
+            tf.repeat(alignment[:, tf.newaxis, :], k, axis=1)
+        )  # (batch, k, source)
+    else:
+        alive_coverage = ()
+    first_beam = tf.equal(tf.range(k), 0)[tf.newaxis, :]  # (1, k)
+    started = (limits > 0)[:, tf.newaxis]  # (batch, 1)
+    alive_log_probs = tf.where(
+        tf.logical_and(first_beam, started), 0.0, _NEG_INF
+    )  # (batch, k)
+    empty = tf.logical_and(first_beam, tf.logical_not(started))
+    finished_scores = tf.where(empty, 0.0, _NEG_INF)
+    empty_ids = tf.fill([batch_size, k, max_steps], tf.constant(PAD_ID, tf.int32))
+    return _LoopState(
+        step=tf.constant(0, tf.int32),
+        ids_t=tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
+        model_state=tile_for_beam(initial_state, k),
+        alive_ids=empty_ids,
+        alive_log_probs=alive_log_probs,
+        alive_coverage=alive_coverage,
+        finished=FinishedPool(
+            ids=empty_ids,
+            scores=finished_scores,
+            log_probs=finished_scores,
+            lengths=tf.zeros([batch_size, k], tf.int32),
+        ),
+        done=limits <= 0,
+    )
+
+
+def top_candidates(log_scores, alive_log_probs, batch_size, beam_size, step,
+                   min_length=0, eos_id=EOS_ID):
+    """The `2k` best one-token extensions of each sentence's alive hypotheses.
+
+    A candidate's log-probability is its parent's plus the word's log-score.
+    Adding a beam's log-probability keeps the order of its words, so the best
+    `2k` overall are among the best `2k` words of each beam: take those per
+    beam first (one pass over `V`, no `(batch, k, V)` sums), then the best
+    `2k` of the `k * 2k`. Dead beams (`-inf`) stay `-inf` whatever their
+    rows scored. During the first `min_length` steps EOS is forbidden: it is
+    scored `-inf` among those `2k`, not over all `V`; no hypothesis can end by
+    EOS then, so only the best `k` other words matter, and each beam's `2k`
+    hold at least `k` of them.
+
+    Taking `2k` (tensor2tensor `grow_topk`, fairseq) leaves at least `k`
+    candidates that do not end with EOS, enough to refill the alive beams.
+
+    Args:
+        log_scores: float32 `(batch, k, V)`, this step's scores of every word
+            for every beam.
+        alive_log_probs: float32 `(batch, k)`, `-inf` for a dead beam.
+        batch_size: int or int32 scalar tensor.
+        beam_size: int `k`.
+        step: int32 scalar, tokens emitted so far (the position being written).
+        min_length: int, EOS is forbidden while `step < min_length`.
+        eos_id: int.
+
+    Returns:
+        `(log_probs, parents, words)`, each `(batch, 2k)`, sorted by
+        `log_probs` descending: ties go to the lower beam, then the lower
+        word id. `parents` are beams in `[0, k)`.
+    """
+    k = beam_size
+    vocab_size = tf.shape(log_scores)[-1]
+    per_beam = tf.minimum(2 * k, vocab_size)
+    beam_scores, beam_words = tf.math.top_k(log_scores, k=per_beam)  # (B, k, c)
+    if min_length > 0:
+        block_eos = tf.logical_and(step < min_length, tf.equal(beam_words, eos_id))
+        beam_scores = tf.where(block_eos, _NEG_INF, beam_scores)
+    alive = alive_log_probs > _NEG_INF  # (B, k)
+    candidate_log_probs = tf.where(
+        alive[:, :, tf.newaxis],
+        alive_log_probs[:, :, tf.newaxis] + beam_scores,
+        _NEG_INF,
+    )  # (B, k, c)
+    top_log_probs, top_indices = tf.math.top_k(
+        tf.reshape(candidate_log_probs, [batch_size, -1]), k=2 * k
+    )  # (B, 2k)
+    parents = top_indices // per_beam  # (B, 2k)
+    words = tf.gather(
+        tf.reshape(beam_words, [batch_size, -1]), top_indices, batch_dims=1
+    )  # (B, 2k)
+    return top_log_probs, parents, words
+
+
+def candidate_hypotheses(alive_ids, parents, words, step):
+    """The candidates as full hypotheses: each parent's tokens, then its word.
+
+    Args:
+        alive_ids: int32 `(batch, k, max_steps)`.
+        parents: int32 `(batch, c)`, beams in `[0, k)`.
+        words: int32 `(batch, c)`.
+        step: int32 scalar, the position the words are written at.
+
+    Returns:
+        int32 `(batch, c, max_steps)`.
+    """
+    positions = tf.range(tf.shape(alive_ids)[-1])  # (max_steps,)
+    candidate_ids = tf.gather(alive_ids, parents, batch_dims=1)
+    return tf.where(
+        tf.equal(positions, step), words[:, :, tf.newaxis], candidate_ids
+    )
+
+
+def candidate_coverage(alive_coverage, step_alignment, parents):
+    """The attention each candidate's source words received, this step included.
+
+    Args:
+        alive_coverage: float32 `(batch, k, source)`, summed over the alive
+            hypotheses' past steps.
+        step_alignment: float32 `(batch, k, source)`, this step's attention
+            of every beam.
+        parents: int32 `(batch, c)`, beams in `[0, k)`.
+
+    Returns:
+        float32 `(batch, c, source)`.
+    """
+    return tf.gather(alive_coverage + step_alignment, parents, batch_dims=1)
+
+
+def normalised_scores(log_probs, length, length_penalty, coverage=None,
+                      coverage_penalty=0.0, source_mask=None):
+    """GNMT's score `log P(Y) / lp(Y) + cp(Y)` of hypotheses of one length.
+
+    Args:
+        log_probs: float32 `(batch, c)`.
+        length: int32 scalar or tensor broadcastable to `log_probs`, tokens
+            including EOS.
+        length_penalty: float `α`, or a float tensor broadcastable to
+            `(batch, 1)`.
+        coverage: optional float32 `(batch, c, source)`; `None` leaves `cp`
+            out.
+        coverage_penalty: float `β`.
+        source_mask: optional, broadcastable to `coverage`.
+
+    Returns:
+        float32 `(batch, c)`.
+
+    References:
+        Wu et al. 2016, "Google's Neural Machine Translation System", Eq. 14.
+    """
+    scores = log_probs / length_penalty_factor(length, length_penalty)
+    if coverage is not None:
+        scores += coverage_penalty_term(coverage, coverage_penalty, source_mask)
+    return scores
+
+
+def merge_finished(pool, beam_size, ids, log_probs, scores, ends, length):
+    """Admit the candidates that finish now into the pool of finished hypotheses.
+
+    A candidate finishes when it ends (EOS, or the sentence's limit) *and*
+    ranks in the top `k` of the `2k` by log-probability: admitting EOS only
+    from the top `k` (fairseq `sequence_generator.py`, OpenNMT-py) makes
+    `beam_size=1` exactly `greedy_search`. The pool keeps the best `k` of the
+    old pool and the newcomers by normalised score; the old pool comes first,
+    so it wins ties.
+
+    Args:
+        pool: `FinishedPool` with `k` slots per sentence.
+        beam_size: int `k`.
+        ids: int32 `(batch, 2k, max_steps)`, the candidates' tokens.
+        log_probs: float32 `(batch, 2k)`, sorted descending.
+        scores: float32 `(batch, 2k)`, their normalised scores.
+        ends: bool `(batch, 2k)`, the candidates that end at this step.
+        length: int32 scalar, the candidates' length.
+
+    Returns:
+        The new `FinishedPool`.
+    """
+    k = beam_size
+    in_top_k = tf.range(2 * k) < k  # (2k,)
+    newly_finished = tf.logical_and(ends, in_top_k)
+    scores = tf.where(newly_finished, scores, _NEG_INF)
+    pool_scores, pool_order = tf.math.top_k(
+        tf.concat([pool.scores, scores], axis=1), k=k
+    )  # (B, k)
+
+    def pick(pooled, candidates):
+        merged = tf.concat([pooled, candidates], axis=1)
+        return tf.gather(merged, pool_order, batch_dims=1)
+
+    return FinishedPool(
+        ids=pick(pool.ids, ids),
+        scores=pool_scores,
+        log_probs=pick(pool.log_probs, log_probs),
+        lengths=pick(pool.lengths, tf.fill(tf.shape(log_probs), length)),
+    )
+
+
+def select_alive(log_probs, ends, candidates, beam_size):
+    """The best `k` candidates that do not end: the next step's alive beams.
+
+    A candidate that ended (EOS or the limit), admitted to the finished pool
+    or not, is never extended. The `2k` candidates hold at least `k` that do
+    not end (each parent has one EOS), unless the sentence is at its limit.
+
+    Args:
+        log_probs: float32 `(batch, 2k)`.
+        ends: bool `(batch, 2k)`.
+        candidates: nested structure of `(batch, 2k, ...)` tensors that follow
+            the candidates (ids, words, parents, coverage); `()` entries stay.
+        beam_size: int `k`.
+
+    Returns:
+        `(alive_log_probs, alive)`: float32 `(batch, k)` sorted descending
+        (`-inf` where fewer than `k` candidates are left), and `candidates`
+        gathered to those `k`.
+    """
+    alive_log_probs, survivors = tf.math.top_k(
+        tf.where(ends, _NEG_INF, log_probs), k=beam_size
+    )  # (B, k)
+    alive = tf.nest.map_structure(
+        lambda tensor: tf.gather(tensor, survivors, batch_dims=1), candidates
+    )
+    return alive_log_probs, alive
+
+
+def best_reachable_scores(best_alive, length, limits, end_lengths, end_penalties,
+                          max_step_score):
+    """An upper bound on every final score an alive hypothesis can still reach.
+
+    With every future log-score at most `u = max_step_score` and `cp <= 0`,
+    an alive hypothesis of length `t` and log-probability `A` that ends at
+    length `L` (`t < L <= limit`) scores at most `(A + (L - t) u) / lp(L)`;
+    the bound is the maximum of that over `L` for the best alive `A`, exact
+    for any `α`. For log-probabilities (`u = 0`, `α >= 0`) it is GNMT's
+    `A / lp(limit)` (tensor2tensor `_is_not_finished`); for `α = 0`, `A`.
+
+    Args:
+        best_alive: float32 `(batch,)`, the best alive log-probability.
+        length: int32 scalar, the alive hypotheses' length `t`.
+        limits: int32 `(batch,)`, each sentence's `max_length`.
+        end_lengths: int32 `(max_steps,)`, `1 .. max_steps`.
+        end_penalties: float32 `lp(end_lengths)`, `(max_steps,)` or
+            `(batch, max_steps)` for one `α` per sentence.
+        max_step_score: float `u`.
+
+    Returns:
+        float32 `(batch,)`, `-inf` for a sentence at its limit.
+    """
+    extra_steps = tf.cast(end_lengths - length, tf.float32)
+    reachable = tf.logical_and(
+        end_lengths[tf.newaxis, :] > length,
+        end_lengths[tf.newaxis, :] <= limits[:, tf.newaxis],
+    )  # (B, max_steps)
+    final_scores = (
+        best_alive[:, tf.newaxis] + extra_steps * max_step_score
+    ) / end_penalties
+    return tf.reduce_max(tf.where(reachable, final_scores, _NEG_INF), axis=1)
+
+
+def sentences_done(done, at_limit, best_alive, finished_scores, num_hypotheses,
+                   best_reachable=None):
+    """Which sentences stop: `beam_search`'s stopping rule.
+
+    A sentence is done once it was done, when it reaches its limit, when it
+    has no alive hypothesis left, or (given `best_reachable`) when its
+    `num_hypotheses`-th best finished score is at least the best score an
+    alive hypothesis can reach: what stays alive never depends on the
+    finished pool, so stopping then changes nothing in the n-best (ties go
+    to the hypothesis that finished first).
+
+    Args:
+        done: bool `(batch,)`, the sentences already done.
+        at_limit: bool `(batch,)`, the sentences at their `max_length`.
+        best_alive: float32 `(batch,)`, `-inf` without an alive hypothesis.
+        finished_scores: float32 `(batch, k)`, sorted descending.
+        num_hypotheses: int `n`.
+        best_reachable: optional float32 `(batch,)`, from
+            `best_reachable_scores`; `None` when no bound is known.
+
+    Returns:
+        bool `(batch,)`.
+    """
+    done = tf.logical_or(done, at_limit)
+    done = tf.logical_or(done, tf.equal(best_alive, _NEG_INF))
+    if best_reachable is not None:
+        cannot_improve = finished_scores[:, num_hypotheses - 1] >= best_reachable
+        done = tf.logical_or(done, cannot_improve)
+    return done
+
+
+def n_best(finished, num_hypotheses):
+    """The `BeamResult` of the top `num_hypotheses` of a finished pool.
+
+    An empty slot (`-inf` log-probability) gets length 0 and `PAD_ID` ids;
+    every hypothesis' ids are `PAD_ID` beyond its length.
+    """
+    n = num_hypotheses
+    scores = finished.scores[:, :n]
+    log_probs = finished.log_probs[:, :n]
+    found = log_probs > _NEG_INF  # (B, n): False for an empty slot
+    lengths = tf.where(found, finished.lengths[:, :n], 0)
+    positions = tf.range(tf.shape(finished.ids)[-1])  # (max_steps,)
+    ids = tf.where(
+        positions < lengths[:, :, tf.newaxis],
+        finished.ids[:, :n],
+        PAD_ID,
+    )
+    return BeamResult(ids=ids, lengths=lengths, scores=scores, log_probs=log_probs)
+
+
+class _BeamStep:
+    """One step of the search: the body of `beam_search`'s `tf.while_loop`.
+
+    Holds what does not change from step to step (the step function, the
+    options, the limits, the length penalties the stopping bound needs) and
+    turns a `_LoopState` into the next one: call `step_fn`, take the top `2k`
+    candidates, admit those that finish to the pool, keep the best `k` others
+    alive, reorder the model state after them, apply the stopping rule.
+    """
+
+    def __init__(self, step_fn, batch_size, beam_size, limits, max_steps,
+                 length_penalty, coverage_penalty, source_mask, min_length,
+                 num_hypotheses, eos_id, max_step_score):
+        self.step_fn = step_fn
+        self.batch_size = batch_size
+        self.beam_size = beam_size
+        self.limits = limits
+        self.length_penalty = length_penalty
+        self.coverage_penalty = coverage_penalty
+        self.source_mask = source_mask
+        self.min_length = min_length
+        self.num_hypotheses = num_hypotheses
+        self.eos_id = eos_id
+        self.max_step_score = max_step_score
+        # Lengths a hypothesis may end at, and their length penalties, for the
+        # stopping bound: computed once, outside the loop.
+        self.end_lengths = tf.range(1, max_steps + 1)  # (max_steps,)
+        self.end_penalties = length_penalty_factor(self.end_lengths, length_penalty)
+
+    @staticmethod
+    def keep_going(loop):
+        return tf.logical_not(tf.reduce_all(loop.done))
+
+    def __call__(self, loop):
+        k, batch_size = self.beam_size, self.batch_size
+        log_scores, new_state = self.step_fn(loop.ids_t, loop.model_state)
+        log_scores = tf.reshape(
+            tf.cast(log_scores, tf.float32), [batch_size, k, -1]
+        )  # (B, k, V)
+        log_probs, parents, words = top_candidates(
+            log_scores, loop.alive_log_probs, batch_size, k, loop.step,
+            self.min_length, self.eos_id,
+        )  # (B, 2k)
+        candidate_ids = candidate_hypotheses(loop.alive_ids, parents, words, loop.step)
+        coverage = ()
+        if self.coverage_penalty > 0:
+            _check_coverage_state(new_state, "the state returned by step_fn")
+            step_alignment = tf.reshape(
+                tf.cast(new_state["alignment"], tf.float32), [batch_size, k, -1]
+            )  # (B, k, S)
+            coverage = candidate_coverage(loop.alive_coverage, step_alignment, parents)
+
+        # A candidate ends with EOS, or with anything at its sentence's limit.
+        length = loop.step + 1
+        at_limit = (length >= self.limits)[:, tf.newaxis]  # (B, 1)
+        ends = tf.logical_or(tf.equal(words, self.eos_id), at_limit)  # (B, 2k)
+        scores = normalised_scores(
+            log_probs, length, self.length_penalty,
+            coverage if self.coverage_penalty > 0 else None,
+            self.coverage_penalty, self.source_mask,
+        )
+        finished = merge_finished(
+            loop.finished, k, candidate_ids, log_probs, scores, ends, length
+        )
+        alive_log_probs, (alive_ids, alive_words, alive_parents, alive_coverage) = (
+            select_alive(log_probs, ends, (candidate_ids, words, parents, coverage), k)
+        )
+        model_state = _reorder_state(new_state, loop.model_state, alive_parents, k)
+
+        best_alive = alive_log_probs[:, 0]  # (B,)
+        best_reachable = None
+        if self.max_step_score is not None:
+            best_reachable = best_reachable_scores(
+                best_alive, length, self.limits, self.end_lengths,
+                self.end_penalties, self.max_step_score,
+            )
+        done = sentences_done(
+            loop.done, at_limit[:, 0], best_alive, finished.scores,
+            self.num_hypotheses, best_reachable,
+        )
+        # Rows of a done sentence or a dead beam are fed PAD from now on.
+        alive_log_probs = tf.where(done[:, tf.newaxis], _NEG_INF, alive_log_probs)
+        ids_t = tf.where(alive_log_probs > _NEG_INF, alive_words, PAD_ID)
+
+        new_loop = _LoopState(
+            step=loop.step + 1,
+            ids_t=tf.reshape(ids_t, [-1]),
+            model_state=model_state,
+            alive_ids=alive_ids,
+            alive_log_probs=alive_log_probs,
+            alive_coverage=alive_coverage,
+            finished=finished,
+            done=done,
+        )
+        # Keep every loop variable's static shape in a graph (top_k and gathers
+        # may lose a static batch size the loop entered with). A size the state
+        # entered unknown may change (a model's growing cache); eagerly every
+        # shape is concrete and nothing is lost.
+        if tf.executing_eagerly():
+            return (new_loop,)
+        return (
+            tf.nest.map_structure(
+                lambda new, old: tf.ensure_shape(new, old.shape),
+                new_loop,
+                loop,
+            ),
+        )
+
+
 def beam_search(
     step_fn,
     initial_state,
@@ -289,6 +804,15 @@ def beam_search(
     the surviving hypotheses, except the entries `step_fn` returns unchanged
     (the same tensor it was given, such as the encoder memory): those are
     equal across the beams of a sentence and are not copied.
+
+    The search is made of module-level pieces that can be read and called
+    alone: `initial_beams` (the loop state before the first step), then at
+    every step (`_BeamStep`, the loop's body) `top_candidates` (the `2k`
+    best extensions), `candidate_hypotheses` and `candidate_coverage` (their
+    tokens and attention), `normalised_scores` (GNMT's score),
+    `merge_finished` (the pool of finished hypotheses), `select_alive` (the
+    next alive beams), `best_reachable_scores` and `sentences_done` (the
+    stopping rule); `n_best` reads the result from the finished pool.
 
     Args:
         step_fn: callable `(ids_t, state) -> (log_scores, new_state)` on
@@ -359,267 +883,28 @@ def beam_search(
         tensor2tensor `beam_search.py` (alive/finished pools, stopping bound);
         fairseq `sequence_generator.py` (EOS admitted from the top `k`).
     """
-    if isinstance(beam_size, bool) or not isinstance(
-        beam_size, (int, np.integer)
-    ) or beam_size < 1:
-        raise ValueError(
-            "`beam_size` must be a positive int. "
-            f"Received: beam_size={beam_size!r}"
-        )
-    beam_size = int(beam_size)
-    if isinstance(num_hypotheses, bool) or not isinstance(
-        num_hypotheses, (int, np.integer)
-    ) or not 1 <= num_hypotheses <= beam_size:
-        raise ValueError(
-            "`num_hypotheses` must be an int between 1 and `beam_size` "
-            f"({beam_size}). Received: num_hypotheses={num_hypotheses!r}"
-        )
-    num_hypotheses = int(num_hypotheses)
-    if min_length < 0:
-        raise ValueError(
-            "`min_length` must be non-negative. "
-            f"Received: min_length={min_length}"
-        )
-    if coverage_penalty < 0:
-        raise ValueError(
-            "`coverage_penalty` must be non-negative. "
-            f"Received: coverage_penalty={coverage_penalty}"
-        )
-    if isinstance(length_penalty, (int, float, np.number)) and not math.isfinite(
-        length_penalty
-    ):
-        # NaN makes every normalised score NaN: nothing would ever finish.
-        raise ValueError(
-            "`length_penalty` must be finite. "
-            f"Received: length_penalty={length_penalty}"
-        )
-    if max_step_score is not None and not math.isfinite(max_step_score):
-        raise ValueError(
-            "`max_step_score` must be a finite float or None. "
-            f"Received: max_step_score={max_step_score}"
-        )
+    beam_size, num_hypotheses = _check_arguments(
+        beam_size, num_hypotheses, min_length, coverage_penalty,
+        length_penalty, max_step_score,
+    )
     use_coverage = coverage_penalty > 0
+    source_mask = None
     if use_coverage:
         _check_coverage_state(initial_state, "initial_state")
-
-    k = beam_size
-    limits, max_steps = decoding_limits(max_length, batch_size)
-
-    neg_inf = tf.constant(-math.inf, tf.float32)
-    positions = tf.range(max_steps)  # (max_steps,)
-    # Lengths a hypothesis may end at, and their length penalties, for the
-    # stopping bound.
-    end_lengths = tf.range(1, max_steps + 1)  # (max_steps,)
-    end_penalties = length_penalty_factor(end_lengths, length_penalty)
-
-    model_state = tile_for_beam(initial_state, k)
-    if use_coverage:
-        alignment = tf.cast(initial_state["alignment"], tf.float32)
-        alive_coverage = tf.zeros_like(
-            tf.repeat(alignment[:, tf.newaxis, :], k, axis=1)
-        )  # (batch, k, source)
         source_mask = initial_state.get("memory_mask")
         if source_mask is not None:
             source_mask = tf.cast(source_mask, tf.bool)[:, tf.newaxis, :]
-    else:
-        alive_coverage = ()
-        source_mask = None
 
-    # Only beam 0 of each sentence starts alive, so the first step expands
-    # one hypothesis, not k copies of it.
-    first_beam = tf.equal(tf.range(k), 0)[tf.newaxis, :]  # (1, k)
-    started = (limits > 0)[:, tf.newaxis]  # (batch, 1)
-    alive_log_probs = tf.where(
-        tf.logical_and(first_beam, started), 0.0, neg_inf
-    )  # (batch, k)
-    # A sentence with max_length 0 returns the empty hypothesis (score 0),
-    # as greedy_search does.
-    empty = tf.logical_and(first_beam, tf.logical_not(started))
-    finished_scores = tf.where(empty, 0.0, neg_inf)
-    finished_log_probs = finished_scores
-    empty_ids = tf.fill([batch_size, k, max_steps], tf.constant(PAD_ID, tf.int32))
-
-    loop_state = _LoopState(
-        step=tf.constant(0, tf.int32),
-        ids_t=tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
-        model_state=model_state,
-        alive_ids=empty_ids,
-        alive_log_probs=alive_log_probs,
-        alive_coverage=alive_coverage,
-        finished_ids=empty_ids,
-        finished_scores=finished_scores,
-        finished_log_probs=finished_log_probs,
-        finished_lengths=tf.zeros([batch_size, k], tf.int32),
-        done=limits <= 0,
+    limits, max_steps = decoding_limits(max_length, batch_size)
+    loop_state = initial_beams(
+        initial_state, batch_size, beam_size, limits, max_steps, bos_id, use_coverage
     )
-
-    def keep_going(loop):
-        return tf.logical_not(tf.reduce_all(loop.done))
-
-    def decode_step(loop):
-        step = loop.step
-        log_scores, new_state = step_fn(loop.ids_t, loop.model_state)
-        log_scores = tf.cast(log_scores, tf.float32)
-        log_scores = tf.reshape(log_scores, [batch_size, k, -1])  # (B, k, V)
-        vocab_size = tf.shape(log_scores)[-1]
-
-        # The best 2k one-token extensions of the alive hypotheses. Adding a
-        # beam's log-probability keeps the order of its words, so the best 2k
-        # overall are among the best 2k words of each beam: take those per
-        # beam first (one pass over V, no (B, k, V) sums), then the best 2k
-        # of the k * 2k. Dead beams stay -inf whatever `step_fn` returned
-        # for their PAD rows. During the first `min_length` steps EOS is
-        # forbidden: it is scored -inf among those 2k, not over all V; no
-        # hypothesis can end by EOS then, so only the best k other words
-        # matter, and each beam's 2k hold at least k of them.
-        per_beam = tf.minimum(2 * k, vocab_size)
-        beam_scores, beam_words = tf.math.top_k(log_scores, k=per_beam)  # (B, k, c)
-        if min_length > 0:
-            block_eos = tf.logical_and(step < min_length, tf.equal(beam_words, eos_id))
-            beam_scores = tf.where(block_eos, neg_inf, beam_scores)
-        alive = loop.alive_log_probs > neg_inf  # (B, k)
-        candidate_log_probs = tf.where(
-            alive[:, :, tf.newaxis],
-            loop.alive_log_probs[:, :, tf.newaxis] + beam_scores,
-            neg_inf,
-        )  # (B, k, c)
-        top_log_probs, top_indices = tf.math.top_k(
-            tf.reshape(candidate_log_probs, [batch_size, -1]), k=2 * k
-        )  # (B, 2k), sorted: ties go to the lower beam, then the lower id
-        parents = top_indices // per_beam  # (B, 2k)
-        words = tf.gather(
-            tf.reshape(beam_words, [batch_size, -1]), top_indices, batch_dims=1
-        )  # (B, 2k)
-
-        # The 2k candidates as full hypotheses.
-        candidate_ids = tf.gather(loop.alive_ids, parents, batch_dims=1)
-        candidate_ids = tf.where(
-            tf.equal(positions, step), words[:, :, tf.newaxis], candidate_ids
-        )  # (B, 2k, max_steps)
-        if use_coverage:
-            _check_coverage_state(new_state, "the state returned by step_fn")
-            step_alignment = tf.reshape(
-                tf.cast(new_state["alignment"], tf.float32),
-                [batch_size, k, -1],
-            )  # (B, k, S)
-            candidate_coverage = tf.gather(
-                loop.alive_coverage + step_alignment, parents, batch_dims=1
-            )  # (B, 2k, S)
-
-        # Newly finished: EOS within the top k, or anything in the top k at
-        # the sentence's own limit.
-        length = step + 1
-        at_limit = (length >= limits)[:, tf.newaxis]  # (B, 1)
-        ends = tf.logical_or(tf.equal(words, eos_id), at_limit)  # (B, 2k)
-        in_top_k = tf.range(2 * k) < k  # (2k,)
-        newly_finished = tf.logical_and(ends, in_top_k)
-        candidate_scores = top_log_probs / length_penalty_factor(
-            length, length_penalty
-        )
-        if use_coverage:
-            candidate_scores += coverage_penalty_term(
-                candidate_coverage, coverage_penalty, source_mask
-            )
-        candidate_scores = tf.where(newly_finished, candidate_scores, neg_inf)
-
-        # Finished pool: best k of the old pool and the newcomers. The old
-        # pool comes first, so it wins ties.
-        pool_scores, pool_order = tf.math.top_k(
-            tf.concat([loop.finished_scores, candidate_scores], axis=1), k=k
-        )  # (B, k)
-
-        def pick(pool, candidates):
-            merged = tf.concat([pool, candidates], axis=1)
-            return tf.gather(merged, pool_order, batch_dims=1)
-
-        finished_ids = pick(loop.finished_ids, candidate_ids)
-        finished_log_probs = pick(loop.finished_log_probs, top_log_probs)
-        finished_lengths = pick(
-            loop.finished_lengths, tf.fill(tf.shape(words), length)
-        )
-
-        # Alive: the best k candidates that did not end.
-        alive_log_probs, survivors = tf.math.top_k(
-            tf.where(ends, neg_inf, top_log_probs), k=k
-        )  # (B, k)
-        alive_ids = tf.gather(candidate_ids, survivors, batch_dims=1)
-        alive_words = tf.gather(words, survivors, batch_dims=1)
-        alive_parents = tf.gather(parents, survivors, batch_dims=1)
-        if use_coverage:
-            alive_coverage = tf.gather(
-                candidate_coverage, survivors, batch_dims=1
-            )
-        else:
-            alive_coverage = ()
-        model_state = _reorder_state(new_state, loop.model_state, alive_parents, k)
-
-        # Stopping rule (see the docstring).
-        best_alive = alive_log_probs[:, 0]  # (B,)
-        done = tf.logical_or(loop.done, at_limit[:, 0])
-        done = tf.logical_or(done, tf.equal(best_alive, neg_inf))
-        if max_step_score is not None:
-            # Alive hypotheses have `length` tokens and may end at any L in
-            # (length, limit]: (A + (L - length) u) / lp(L).
-            extra_steps = tf.cast(end_lengths - length, tf.float32)
-            reachable = tf.logical_and(
-                end_lengths[tf.newaxis, :] > length,
-                end_lengths[tf.newaxis, :] <= limits[:, tf.newaxis],
-            )  # (B, max_steps)
-            final_scores = (
-                best_alive[:, tf.newaxis] + extra_steps * max_step_score
-            ) / end_penalties
-            best_reachable = tf.reduce_max(
-                tf.where(reachable, final_scores, neg_inf), axis=1
-            )  # (B,)
-            cannot_improve = (
-                pool_scores[:, num_hypotheses - 1] >= best_reachable
-            )
-            done = tf.logical_or(done, cannot_improve)
-        alive_log_probs = tf.where(done[:, tf.newaxis], neg_inf, alive_log_probs)
-        ids_t = tf.where(alive_log_probs > neg_inf, alive_words, PAD_ID)
-
-        new_loop = _LoopState(
-            step=step + 1,
-            ids_t=tf.reshape(ids_t, [-1]),
-            model_state=model_state,
-            alive_ids=alive_ids,
-            alive_log_probs=alive_log_probs,
-            alive_coverage=alive_coverage,
-            finished_ids=finished_ids,
-            finished_scores=pool_scores,
-            finished_log_probs=finished_log_probs,
-            finished_lengths=finished_lengths,
-            done=done,
-        )
-        # Keep every loop variable's static shape in a graph (top_k and gathers
-        # may lose a static batch size the loop entered with). A size the state
-        # entered unknown may change (a model's growing cache); eagerly every
-        # shape is concrete and nothing is lost.
-        if tf.executing_eagerly():
-            return (new_loop,)
-        return (
-            tf.nest.map_structure(
-                lambda new, old: tf.ensure_shape(new, old.shape),
-                new_loop,
-                loop,
-            ),
-        )
-
+    step = _BeamStep(
+        step_fn, batch_size, beam_size, limits, max_steps, length_penalty,
+        coverage_penalty, source_mask, min_length, num_hypotheses, eos_id,
+        max_step_score,
+    )
     (loop_state,) = tf.while_loop(
-        keep_going,
-        decode_step,
-        (loop_state,),
-        maximum_iterations=max_steps,
+        step.keep_going, step, (loop_state,), maximum_iterations=max_steps
     )
-
-    n = num_hypotheses
-    scores = loop_state.finished_scores[:, :n]
-    log_probs = loop_state.finished_log_probs[:, :n]
-    found = log_probs > neg_inf  # (B, n): False for an empty slot
-    lengths = tf.where(found, loop_state.finished_lengths[:, :n], 0)
-    ids = tf.where(
-        positions < lengths[:, :, tf.newaxis],
-        loop_state.finished_ids[:, :n],
-        PAD_ID,
-    )
-    return BeamResult(ids=ids, lengths=lengths, scores=scores, log_probs=log_probs)
+    return n_best(loop_state.finished, num_hypotheses)
