@@ -56,7 +56,7 @@ import keras
 import tensorflow as tf
 
 from tf_outheads.compat import symbolic_build
-from tf_outheads.training.objective import count_target_tokens
+from tf_outheads.losses.objective import count_target_tokens
 from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
 from tf_outheads.training.strategy import is_chief, num_workers, worker_index
 from tf_outheads.validation import positive_int
@@ -92,7 +92,7 @@ def _protected_steps(callbacks):
 
 
 def _training_outputs(model):
-    """A seq2seq model returns what its losses read (`HeadLossMixin.training_outputs`);
+    """A seq2seq model returns what its losses read (`Seq2SeqModel.training_outputs`);
     any other Keras model its outputs."""
     outputs = getattr(model, "training_outputs", None)
     return outputs() if callable(outputs) else contextlib.nullcontext()
