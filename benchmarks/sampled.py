@@ -288,10 +288,10 @@ import tensorflow as tf  # noqa: E402
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID  # noqa: E402
 from tf_outheads.layers.heads import build_head  # noqa: E402
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy  # noqa: E402
+from tf_outheads.losses.objective import Objective, StepOutputs  # noqa: E402
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss  # noqa: E402
 from tf_outheads.ops import sampling  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
-from tf_outheads.training.objective import Objective, StepOutputs  # noqa: E402
 from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
 
 FIRST_WORD_ID = 4  # ids below are PAD, UNK, BOS, EOS

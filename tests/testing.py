@@ -259,9 +259,9 @@ def run_layer_test(
 def step_loss(loss, y_true, head, head_output=None, hidden=None, sample_weight=None,
               training=True, step=0):
     """`(sum, tokens)` of `loss` on `head` as a model's step reduces it
-    (`tf_outheads.training.Objective`): the head's output is `head_output`, or
+    (`tf_outheads.losses.Objective`): the head's output is `head_output`, or
     `head(hidden)`."""
-    from tf_outheads.training.objective import Objective, StepOutputs
+    from tf_outheads.losses.objective import Objective, StepOutputs
 
     outputs = StepOutputs(hidden, head, step=step, training=training, head_output=head_output)
     total, tokens = Objective(loss, None, {"logits": head})(y_true, outputs, sample_weight)

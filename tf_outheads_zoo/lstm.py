@@ -407,7 +407,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
         The head's output: logits `(B, T, V)` for categorical heads. Inside
         `model.training_outputs()` (the training and evaluation steps), the
         decoder outputs `{"hidden": (B, T, d_h)}` instead, which every loss
-        reads (`tf_outheads.training.objective`).
+        reads (`tf_outheads.losses.objective`).
 
     Example:
     ```python

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tf_outheads import ReWEHead, ReWELoss, rewe_loss
-from tf_outheads.training.objective import Objective, StepOutputs
+from tf_outheads.losses.objective import Objective, StepOutputs
 from tests.testing import step_loss
 
 # Hand-computed: a (V = 6, m = 2) table; gold ids 4, 2, then padding; 1 and 3.

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tf_outheads.losses.objective import Objective, StepOutputs
 from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.losses.vmf import vmf_loss
 from tf_outheads.losses.vmf import vmf_negative_log_likelihood
 from tf_outheads.ops import log_vmf_normalizer
-from tf_outheads.training.objective import Objective, StepOutputs
 from tests.testing import step_loss
 
 M = 300

@@ -25,9 +25,9 @@ from keras import ops
 from tf_outheads import MaskedSequenceCrossEntropy, ReWELoss, compile_for_translation, rewe_loss
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.decoding import greedy_search
+from tf_outheads.losses.objective import Objective
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
 from tf_outheads.metrics import parameter_report
-from tf_outheads.training.objective import Objective
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
 SOURCE_VOCAB = 23

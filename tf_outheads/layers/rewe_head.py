@@ -11,10 +11,10 @@ the model ignores e_j: decoding, export and the inference parameter count are
 those of the plain model. :class:`ReWEHead` is that network; it also owns
 where the gold vectors e(y) come from (`target_vectors()`).
 
-A model that has a ReWE head (`tf_outheads_zoo.LSTMSeq2Seq(rewe=...)`, through
-`tf_outheads.training.HeadLossMixin`) returns `{"logits": ..., "rewe": ...}`
-(the names below) in training steps and evaluation steps of a model compiled
-with the ReWE loss, and only the logits otherwise.
+A model that has a ReWE head (`tf_outheads_zoo.LSTMSeq2Seq(rewe=...)`) lists it
+in `auxiliary_heads()` as `"rewe"`; its objective (`tf_outheads.losses.objective`)
+runs it on the decoder outputs of training and evaluation steps, for the ReWE
+loss, and the model returns only the logits otherwise.
 """
 
 
@@ -163,7 +163,7 @@ class ReWEHead(keras.layers.Layer):
                                  f"Received: targets={targets!r} with target_vectors")
             self._initial_vectors = self._checked(target_vectors)
 
-    # An auxiliary head of a seq2seq model (`tf_outheads.training.objective`):
+    # An auxiliary head of a seq2seq model (`tf_outheads.losses.objective`):
     # the loss and weight `compile_for_translation` gives it unless told otherwise.
     default_weight = PAPER_REWE_WEIGHT  # λ of Eq. 7, the paper's main results
 

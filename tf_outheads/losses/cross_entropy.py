@@ -147,7 +147,7 @@ class MaskedSequenceCrossEntropy(keras.losses.Loss):
 
     def token_losses(self, y_true, outputs, head):
         """Per-token losses `(B, T)` of `head`'s logits in a model's step (the
-        `tf_outheads.training.SequenceLoss` protocol; padding is masked there)."""
+        `tf_outheads.losses.SequenceLoss` protocol; padding is masked there)."""
         return sequence_cross_entropy_per_token(y_true, outputs.of(head), self.label_smoothing)
 
     def get_config(self):

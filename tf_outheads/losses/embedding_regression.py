@@ -178,7 +178,7 @@ class EmbeddingTargetLoss(keras.losses.Loss):
     Where the table comes from:
 
     - in a model: `token_losses(y_true, outputs, head)` (the protocol of
-      `tf_outheads.training.objective`) reads the vectors `head` predicts and
+      `tf_outheads.losses.objective`) reads the vectors `head` predicts and
       the table `head.target_vectors()` — a continuous output head, or an
       auxiliary head such as ReWE's;
     - standalone, `loss(y_true, y_pred)` uses `target_embeddings`, given to the
@@ -237,7 +237,7 @@ class EmbeddingTargetLoss(keras.losses.Loss):
         return self._masked_per_token(y_true, y_pred, self.target_embeddings)
 
     def token_losses(self, y_true, outputs, head):
-        """Per-token losses `(B, T)` in a model's step (`tf_outheads.training.SequenceLoss`):
+        """Per-token losses `(B, T)` in a model's step (`tf_outheads.losses.SequenceLoss`):
         the vectors `head` predicts against its table `head.target_vectors()`.
 
         Args:

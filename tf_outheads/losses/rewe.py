@@ -12,7 +12,7 @@ of all their main results) or the squared error (λ < 1 only helped).
 The per-token distances, the gather of e(y), padding masking and reductions
 are those of `tf_outheads.losses.embedding_regression`; this module adds the
 choice of distance. In a model the loss is the term of the ReWE head (an
-auxiliary head, `tf_outheads.training.objective`): it reads the vectors the head
+auxiliary head, `tf_outheads.losses.objective`): it reads the vectors the head
 predicts and e(y) from `head.target_vectors()`. Eq. 7 itself is `loss_weights`:
 
 ```python
@@ -81,7 +81,7 @@ class ReWELoss(EmbeddingTargetLoss):
     Eq. 7. The table of e(·) comes from:
 
     - the head the loss trains, in a model (`token_losses`, the protocol of
-      `tf_outheads.training.objective`): the ReWE head's `target_vectors()`.
+      `tf_outheads.losses.objective`): the ReWE head's `target_vectors()`.
       Compiled alone on a `ContinuousOutputHead` it is the paper's contrastive
       set-up B, ReWE without the categorical output, decoded by nearest
       neighbour;

@@ -150,7 +150,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
 
     Compile a zoo model with it and `fit` as usual: in training it reads the
     decoder outputs and the head (`token_losses`, the protocol of
-    `tf_outheads.training.objective`), and only the candidate words are scored;
+    `tf_outheads.losses.objective`), and only the candidate words are scored;
     in evaluation it is the full masked cross-entropy of the head's logits (same
     label smoothing), so `val_loss` is comparable with a full-softmax model's.
 
@@ -246,7 +246,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
                     distortion=self.distortion)
 
     def token_losses(self, y_true, outputs, head):
-        """Per-token losses `(B, T)` in a model's step (`tf_outheads.training.SequenceLoss`).
+        """Per-token losses `(B, T)` in a model's step (`tf_outheads.losses.SequenceLoss`).
 
         In training, the sampled softmax of `head` on the decoder outputs; the
         draws depend on `seed`, the optimizer step and the replica. In

@@ -1,316 +1,85 @@
-"""The contract between a seq2seq model, its losses and the trainer.
+"""Deprecated home of the objective: it is `tf_outheads.losses.objective` now.
 
-One structure, one loss protocol, one reduction (the shape OpenNMT-tf uses):
+The loss side of the contract between a seq2seq model, its losses and the
+trainer (`Objective`, `StepOutputs`, `SequenceLoss`, `count_target_tokens`,
+`global_tokens`, the `"hidden"` / `"logits"` names) moved one floor down, below
+both the models and the trainer, so that `tf_outheads.models` holds an
+objective without importing the trainer. The names are re-exported here so
+that existing imports keep working.
 
-- **The model** returns its head's output from `call` (`model(x)`, `predict`,
-  decoding, export). Inside `model.training_outputs()` — every training and
-  evaluation step of `model.fit`, `model.evaluate` and
-  `tf_outheads.training.Trainer` — it returns `{"hidden": h}` instead, its
-  decoder outputs `(B, T, d_h)`, whatever the losses are.
-- **Every loss** of a seq2seq model is a term `(name, loss, weight)` of an
-  :class:`Objective`, one per head: `"logits"` for the model's head, and one
-  per auxiliary head (`model.auxiliary_heads()`, e.g. `{"rewe": ReWEHead}`).
-  A loss computes per-token losses `(B, T)` from :class:`StepOutputs` (the
-  decoder outputs, the model's head, the optimizer step) and its term's head:
-  `loss.token_losses(y_true, outputs, head)`. A full softmax reads
-  `outputs.of(head)`, the logits; a sampled softmax scores a few rows of the
-  head from `outputs.hidden`; a regression loss reads the vectors its head
-  predicts and the head's `target_vectors()`. Heads' outputs are computed once
-  a step, however many terms read them.
-- **The objective** masks padding, weights sentences, sums each term and
-  counts the target tokens: `(Σ_i w_i · sum_i, tokens)`. The model's loss
-  divides the two; in training the token count is all-reduced over the
-  replicas under `tf.distribute`, so the replicas' losses add up to the
-  per-token mean of the *global* batch (OpenNMT-tf, fairseq). Each term's per-token mean is logged as `<name>_loss` when there
-  are several.
-
-A second auxiliary loss needs a head layer (the model lists it in
-`auxiliary_heads()`) and a loss with `token_losses`; nothing here changes.
+`HeadLossMixin` is kept for models of your own that mix it in
+(`class MyModel(HeadLossMixin, keras.Model)`, `call` ending with
+`return self.head_outputs(h, training)`); it is deprecated. `Seq2SeqModel` no
+longer inherits it: it holds its `Objective` (`model.objective`) and delegates
+Keras' hooks to it. A model of your own can do the same, or subclass
+`tf_outheads.models.Seq2SeqModel`.
 """
 
-import contextlib
-import typing
+import warnings
 
-import keras
-import tensorflow as tf
-from keras import ops
-
-from tf_outheads.compat import (FirstReplicaBuild, has_compiled_metrics, in_xla_context,
-                                 loss_tracker)
-from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.compat import FirstReplicaBuild, has_compiled_metrics, loss_tracker
+from tf_outheads.losses.objective import (HEAD_OUTPUT, HIDDEN_OUTPUT, Objective, SequenceLoss,
+                                          StepOutputs, count_target_tokens, global_tokens)
+from tf_outheads.models.seq2seq import Seq2SeqModel
 
 __all__ = ["HIDDEN_OUTPUT", "HEAD_OUTPUT", "HeadLossMixin", "Objective", "SequenceLoss",
            "StepOutputs", "count_target_tokens", "global_tokens"]
 
-# The key of the decoder outputs in the structure a model returns in a loss step.
-HIDDEN_OUTPUT = "hidden"
-# The name of the model's head in a loss dict (`compile(loss={"logits": ..., "rewe": ...})`).
-HEAD_OUTPUT = "logits"
-
-
-def count_target_tokens(labels, pad_id=PAD_ID):
-    """Non-padding target tokens of a batch, float32: the denominator of every
-    tf_outheads loss (a per-token mean over `labels != pad_id`)."""
-    if isinstance(labels, dict):  # several outputs share the gold ids
-        labels = next(iter(labels.values()))
-    return tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(labels, tf.int32), pad_id), tf.float32))
-
-
-def global_tokens(tokens):
-    """`tokens` summed over the replicas in sync (all-reduced); itself outside a
-    replica context or with one replica.
-
-    Dividing each replica's loss sum by it makes the replicas' losses add up to
-    the per-token mean of the *global* batch, whose gradient is what one device
-    computes on the same batch. (Keras divides each replica's own mean by the
-    replica count instead: a mean of per-replica means, in which a replica with
-    fewer target tokens weighs as much as a fuller one.)
-    """
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    context = tf.distribute.get_replica_context()
-    if replicas == 1 or context is None:
-        return tokens
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
-
-
-class StepOutputs:
-    """What every loss of one step reads: decoder outputs, the model's head, the step.
-
-    Args:
-        hidden: float tensor `(B, T, d_h)`, the decoder outputs, or `None`
-            when only the head's output is known (a custom loop that called
-            `model(x)` outside `training_outputs()`).
-        head: the model's head.
-        step: int scalar (tensor), the optimizer step; seeds sampled losses.
-        training: bool. A training step (else an evaluation step).
-        static_size: bool. Shapes must be static (XLA).
-        head_output: optional `(B, T, V)` output of `head`, already computed.
-    """
-
-    def __init__(self, hidden, head, step=0, training=True, static_size=False,
-                 head_output=None):
-        self.hidden = hidden
-        self.head = head
-        self.step = step
-        self.training = training
-        self.static_size = static_size
-        self._outputs = {}
-        if head_output is not None:
-            self._outputs[id(head)] = head_output
-
-    def of(self, head):
-        """`head`'s output on the decoder outputs, computed once per step.
-
-        The model's head gets `h`; an auxiliary head gets `h`, and also the
-        model head's logits if it reads them (`needs_logits`, e.g. ReWE's
-        contrastive set-up A, which embeds the arg-max word).
-        """
-        key = id(head)
-        if key not in self._outputs:
-            if self.hidden is None:
-                raise ValueError(
-                    f"This loss needs the decoder outputs, not only the head's output: call "
-                    f"the model inside `with model.training_outputs():` and pass what it "
-                    f"returns to `compute_loss`. Received: the output of {self.head.name!r}")
-            if head is not self.head and getattr(head, "needs_logits", False):
-                self._outputs[key] = head(self.hidden, logits=self.of(self.head))
-            else:
-                self._outputs[key] = head(self.hidden)
-        return self._outputs[key]
-
-
-@typing.runtime_checkable
-class SequenceLoss(typing.Protocol):
-    """A loss a seq2seq model trains with (see the module doc).
-
-    `token_losses(y_true, outputs, head)` returns the unmasked per-token
-    losses `(B, T)` float32 of `head` (the model's head or an auxiliary one)
-    for the gold ids `y_true` `(B, T)`; positions where `y_true == pad_id`
-    are masked by the objective, so they may hold anything finite or not.
-    """
-
-    pad_id: int
-
-    def token_losses(self, y_true, outputs, head):
-        ...
-
-
-class _KerasLossTerm:
-    """Any other Keras loss on the head's output: `loss(y_true, y_pred)`, a mean
-    whose sum is taken as `mean · tokens` (padding is the loss's own affair)."""
-
-    pad_id = PAD_ID
-
-    def __init__(self, loss):
-        self.loss = keras.losses.get(loss)
-
-    def mean(self, y_true, outputs, head, sample_weight):
-        value = self.loss(y_true, outputs.of(head), sample_weight=sample_weight)
-        return ops.cast(value, "float32")
-
-
-class Objective:
-    """The compiled loss of a seq2seq model: one weighted term per head.
-
-    Args:
-        loss: a loss (the model's head), or a dict `{name: loss}` whose names
-            are `"logits"` (the model's head) and names of `heads`. Losses of
-            this library implement :class:`SequenceLoss`; any other Keras loss
-            is applied to the head's output.
-        loss_weights: `None` (every weight 1), a float (one loss), or a dict
-            `{name: float}`.
-        heads: dict `{name: layer}`: `"logits"` and the model's auxiliary heads.
-
-    Raises:
-        ValueError: a name that is not a head (the message lists the heads),
-            a weight without a loss, or a negative weight.
-    """
-
-    def __init__(self, loss, loss_weights, heads):
-        losses = dict(loss) if isinstance(loss, dict) else {HEAD_OUTPUT: loss}
-        unknown = sorted(set(losses) - set(heads))
-        if unknown:
-            raise ValueError(
-                f"Loss names must name the model's heads: {sorted(heads)} ('logits' is the "
-                f"output layer; the others are auxiliary heads the model was built with). "
-                f"Received: loss keys {unknown}")
-        if loss_weights is None:
-            weights = {}
-        elif isinstance(loss_weights, dict):
-            weights = dict(loss_weights)
-        elif not isinstance(loss, dict):
-            weights = {HEAD_OUTPUT: loss_weights}
-        else:
-            raise ValueError("With a dict of losses, `loss_weights` must be a dict with the "
-                             f"same keys. Received: loss_weights={loss_weights!r}")
-        extra = sorted(set(weights) - set(losses))
-        if extra:
-            raise ValueError(f"`loss_weights` names {extra}, which have no loss. "
-                             f"Received: loss keys {sorted(losses)}")
-        self.terms = []
-        for name, term_loss in losses.items():
-            if term_loss is None:
-                continue
-            weight = float(weights.get(name, 1.0))
-            if not weight >= 0.0:
-                raise ValueError(f"Loss weights must be finite and >= 0. "
-                                 f"Received: loss_weights[{name!r}]={weight}")
-            if not isinstance(term_loss, SequenceLoss):
-                term_loss = _KerasLossTerm(term_loss)
-            self.terms.append((name, term_loss, weight, heads[name]))
-        if not self.terms:
-            raise ValueError(f"No loss to train with. Received: loss={loss!r}")
-        self.trackers = {}
-        if len(self.terms) > 1:
-            # Logged per term as Keras logs the outputs of a multi-output model.
-            self.trackers = {name: keras.metrics.Mean(name=f"{name}_loss")
-                             for name, *_ in self.terms}
-
-    def __call__(self, y_true, outputs, sample_weight=None):
-        """`(weighted sum, tokens)`: `Σ_i w_i Σ_t mask_t · s_t · l_i,t` and `Σ_t mask_t`.
-
-        `s_t` is the sample weight of token `t` (a sentence weight `(B,)`
-        weighs its tokens; `(B, T)` weighs each), `mask_t` is `y_t ≠ pad`.
-        """
-        y_true = ops.cast(y_true, "int32")
-        weights = None
-        if sample_weight is not None:
-            weights = ops.cast(ops.convert_to_tensor(sample_weight), "float32")
-            if len(weights.shape) == 1:
-                weights = ops.expand_dims(weights, -1)
-        total, tokens = 0.0, None
-        for name, loss, weight, head in self.terms:
-            mask = ops.not_equal(y_true, loss.pad_id)
-            count = ops.sum(ops.cast(mask, "float32"))
-            if tokens is None:
-                tokens = count
-            if isinstance(loss, _KerasLossTerm):
-                term = loss.mean(y_true, outputs, head, sample_weight) * count
-            else:
-                per_token = ops.cast(loss.token_losses(y_true, outputs, head), "float32")
-                # `where`, not `* mask`: non-finite values at padding must not leak.
-                per_token = ops.where(mask, per_token, 0.0)
-                if weights is not None:
-                    per_token = per_token * weights
-                term = ops.sum(per_token)
-            if name in self.trackers:
-                self.trackers[name].update_state(
-                    ops.divide_no_nan(term, count), sample_weight=ops.shape(y_true)[0])
-            total = total + weight * term
-        return total, tokens
-
 
 class HeadLossMixin(FirstReplicaBuild):
-    """Mix into a seq2seq `keras.Model` whose `call` ends with
+    """Deprecated: mix into a seq2seq `keras.Model` whose `call` ends with
     `return self.head_outputs(h, training)`; it trains with an :class:`Objective`.
 
-    The model has a `head` attribute (its output layer) and may list auxiliary
-    heads in `auxiliary_heads()` (`{name: layer}`; none by default). Put the
-    mixin before `keras.Model` in the bases.
-
-    `compile(loss=..., loss_weights=...)` takes a loss or a dict `{"logits":
-    loss, name: loss}` (see :class:`Objective`); the rest goes to Keras.
-    `compute_loss` is the objective's per-token mean, in Keras' convention for
-    a replica's loss: the replicas' values add up to the loss of the batch
-    (training: this replica's sum over the global token count; evaluation:
-    its own mean over the replica count, as Keras' losses). Compiled metrics, if any, see the head's
-    output, computed for them in steps whose loss does not.
+    What `Seq2SeqModel` does, for a model that is not one: the model has a
+    `head` attribute (its output layer) and may list auxiliary heads in
+    `auxiliary_heads()` (`{name: layer}`; none by default). Put the mixin
+    before `keras.Model` in the bases. `compile(loss=..., loss_weights=...)`
+    builds `self.objective`; the methods without a parent call are
+    `Seq2SeqModel`'s own.
     """
 
+    objective = None
     _returns_training_outputs = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        warnings.warn(
+            f"{cls.__name__}: `tf_outheads.training.HeadLossMixin` is deprecated. Subclass "
+            "`tf_outheads.models.Seq2SeqModel`, or hold a `tf_outheads.losses.objective."
+            "Objective` and delegate `compute_loss` to it as `Seq2SeqModel` does.",
+            DeprecationWarning, stacklevel=2)
 
     def auxiliary_heads(self):
         """`{name: layer}`: heads trained next to the output layer (none here)."""
         return {}
 
-    @contextlib.contextmanager
-    def training_outputs(self):
-        """Inside this block `call` returns `{"hidden": h}`, what the losses read."""
-        previous = self._returns_training_outputs
-        self._returns_training_outputs = True
-        try:
-            yield
-        finally:
-            self._returns_training_outputs = previous
-
-    def head_outputs(self, hidden, training=False):
-        """What `call` returns: the head's output, or `{"hidden": h}` in a loss step."""
-        if self._returns_training_outputs:
-            return {HIDDEN_OUTPUT: hidden}
-        return self.head(hidden)
+    training_outputs = Seq2SeqModel.training_outputs
+    head_outputs = Seq2SeqModel.head_outputs
+    step_outputs = Seq2SeqModel.step_outputs
+    compile_from_config = Seq2SeqModel.compile_from_config
 
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, **kwargs):
         objective = None
         if loss is not None:
             objective = Objective(loss, loss_weights,
                                   {HEAD_OUTPUT: self.head, **self.auxiliary_heads()})
-        # Keras' own compiled loss would map losses onto outputs; ours maps them onto heads.
         super().compile(optimizer=optimizer, loss=None, **kwargs)
-        self._objective = objective
+        self.objective = objective
         self.loss = loss
         self.loss_weights = loss_weights
 
     def get_compile_config(self):
         config = super().get_compile_config()
-        if config and getattr(self, "_objective", None) is not None:
-            config["loss"] = keras.saving.serialize_keras_object(self.loss)
-            config["loss_weights"] = keras.saving.serialize_keras_object(self.loss_weights)
+        if config and self.objective is not None:
+            config.update(self.objective.get_config())
         return config
-
-    def compile_from_config(self, config):
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.optimizer is not None and self.built:
-            self.optimizer.build(self.trainable_variables)
 
     @property
     def metrics(self):
         metrics = super().metrics
-        objective = getattr(self, "_objective", None)
-        if objective is None or not objective.trackers:
+        if self.objective is None:
             return metrics
-        # As Keras orders them: the loss, each term's loss, then the rest.
-        first = 1 if metrics and metrics[0] is loss_tracker(self) else 0
-        return metrics[:first] + list(objective.trackers.values()) + metrics[first:]
+        return self.objective.metrics(metrics, loss_tracker(self))
 
     def train_step(self, *args, **kwargs):
         with self.training_outputs():
@@ -320,28 +89,11 @@ class HeadLossMixin(FirstReplicaBuild):
         with self.training_outputs():
             return super().test_step(*args, **kwargs)
 
-    def step_outputs(self, y_pred, training=True):
-        """:class:`StepOutputs` of what `call` returned (the structure, or the head's output)."""
-        step = self.optimizer.iterations if getattr(self, "optimizer", None) is not None else 0
-        # Static sizes wherever XLA compiles the step (Keras' or the trainer's jit_compile).
-        options = dict(step=step, training=training,
-                       static_size=in_xla_context() or bool(getattr(self, "jit_compile", False)))
-        if isinstance(y_pred, dict) and HIDDEN_OUTPUT in y_pred:
-            return StepOutputs(y_pred[HIDDEN_OUTPUT], self.head, **options)
-        return StepOutputs(None, self.head, head_output=y_pred, **options)
-
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if getattr(self, "_objective", None) is None:
+        if self.objective is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        total, tokens = self._objective(y, self.step_outputs(y_pred, training), sample_weight)
-        replicas = float(tf.distribute.get_strategy().num_replicas_in_sync)
-        if training:
-            loss = ops.divide_no_nan(total, global_tokens(tokens))
-        else:
-            loss = ops.divide_no_nan(total, tokens) / replicas
-        for extra in self.losses:  # regularizers, add_loss: scaled as Keras scales them
-            loss = loss + ops.sum(ops.cast(extra, "float32")) / replicas
-        return loss
+        return self.objective.compute_loss(y, self.step_outputs(y_pred, training), sample_weight,
+                                           extra_losses=self.losses)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         if isinstance(y_pred, dict) and HIDDEN_OUTPUT in y_pred:

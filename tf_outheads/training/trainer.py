@@ -18,7 +18,7 @@ What one step does:
    sentences per replica, so the global batch is the same whatever the
    number of replicas (`batch_tokens` is a global budget);
 2. on each replica: forward, the compiled loss (a per-token mean over the
-   *global* batch: `HeadLossMixin` all-reduces the token count), gradient of
+   *global* batch: the model's `Objective` all-reduces the token count), gradient of
    the loss scaled by the optimizer (`LossScaleOptimizer` under
    `mixed_float16`);
 3. sum the gradients over replicas and micro-batches, each micro-batch
@@ -65,7 +65,7 @@ import keras
 import tensorflow as tf
 
 from tf_outheads.compat import symbolic_build
-from tf_outheads.training.objective import count_target_tokens
+from tf_outheads.losses.objective import count_target_tokens
 from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
 from tf_outheads.training.strategy import is_chief, num_workers, worker_index
 from tf_outheads.validation import positive_int
@@ -145,7 +145,7 @@ def _protected_steps(callbacks):
 
 
 def _training_outputs(model):
-    """A seq2seq model returns what its losses read (`HeadLossMixin.training_outputs`);
+    """A seq2seq model returns what its losses read (`Seq2SeqModel.training_outputs`);
     any other Keras model its outputs."""
     outputs = getattr(model, "training_outputs", None)
     return outputs() if callable(outputs) else contextlib.nullcontext()

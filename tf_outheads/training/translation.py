@@ -5,9 +5,9 @@ import os
 import keras
 
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
+from tf_outheads.losses.objective import HEAD_OUTPUT
 from tf_outheads.training.callbacks import (BestWeights, BleuCallback, EarlyStopping,
                                            EpochHistory, StepLimit, TimeLimit)
-from tf_outheads.training.objective import HEAD_OUTPUT
 from tf_outheads.training.optimizers import LazyAdam
 
 
