@@ -50,7 +50,7 @@ import tempfile
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    benchmark_parser, interleaved, machine_info, parse_benchmark_args, setup, stats,
+    benchmark_parser, int_list, interleaved, machine_info, parse_benchmark_args, start, stats,
     write_record,
 )
 
@@ -66,10 +66,6 @@ QUICK = {
     "repeats": 1,
     "steps": 6,
 }
-
-
-def _list(text, cast):
-    return [cast(value) for value in text.split(",") if value.strip()]
 
 
 def parse_args(argv=None):
@@ -89,18 +85,11 @@ def parse_args(argv=None):
     parser.add_argument("--export-dir", help="where to export (default: a temporary folder)")
     args = parse_benchmark_args(parser, argv, "decode", QUICK, positive=(
         "sentences", "batch_size", "repeats", "steps"))
-    try:
-        args.beam_list = _list(args.beams, int)
-    except ValueError:
-        parser.error("--beams is a comma-separated list of ints")
-    if not args.beam_list or min(args.beam_list) < 1:
-        parser.error("--beams needs widths >= 1")
+    args.beam_list = int_list(parser, "beams", args.beams, 1)
     return args
 
 
-ARGS = parse_args() if __name__ == "__main__" else None
-
-setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

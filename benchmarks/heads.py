@@ -75,17 +75,16 @@ Run from the repository root:
 Results go to `--output` (JSON, default benchmarks/results/heads.json).
 """
 
-import gc
-import pathlib
 import statistics
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_batch_arguments, add_thread_arguments, benchmark_parser, machine_info, parse_benchmark_args,
-    random_sentences, setup, training_batches, write_record,
+    QUICK_BATCHES, add_batch_arguments, add_decode_arguments, add_joint_arguments,
+    add_model_arguments, add_step_arguments, add_thread_arguments, benchmark_parser, check_args,
+    described_machine, goal_text, interleaved, parse_benchmark_args, parse_list, print_header,
+    progress_printer, random_sentences, release, start, stats, time_greedy_decoding,
+    train_on_batches, training_batches, warm_up, write_record,
 )
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # `--quick`: every size small, one repeat. Options given explicitly still win.
 QUICK = {
@@ -95,12 +94,7 @@ QUICK = {
     "joint_dims": "32,128",  # d_j = d and 4·d, as 512 and 2048 are to d = 512
     "goal_joint_dim": 32,
     "vocab_sizes": "500,1000",
-    "batch_size": 8,
-    "source_length": 10,
-    "target_length": 10,
-    "warmup_steps": 1,
-    "steps": 2,
-    "repeats": 1,
+    **QUICK_BATCHES,
     "decode_batches": 1,
     "decode_batch_size": 8,
     "decode_length": 10,
@@ -111,24 +105,15 @@ TRAINING_GOAL = 0.90
 DECODING_GOAL = 0.97
 
 
-def _int_list(text):
-    return [int(value) for value in text.split(",") if value.strip()]
-
-
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__, QUICK)
     model = parser.add_argument_group("model")
-    model.add_argument("--embedding-dim", type=int, default=512)
-    model.add_argument("--hidden-dim", type=int, default=512)
-    model.add_argument("--num-layers", type=int, default=2)
-    model.add_argument("--dropout", type=float, default=0.3,
-                       help="LSTMSeq2Seq's dropout (its default is 0.3)")
-    model.add_argument("--joint-dims", default="512,2048",
-                       help="comma-separated d_j of the joint heads to time")
-    model.add_argument("--goal-joint-dim", type=int, default=512,
-                       help="the joint head the goals are checked for")
-    model.add_argument("--jit-compile", action="store_true",
-                       help="compile the train steps with XLA (compile_for_translation's jit_compile)")
+    add_model_arguments(
+        model, 512, 512, num_layers=2, dropout=0.3,
+        jit_help="compile the train steps with XLA (compile_for_translation's jit_compile)",
+        helps={"dropout": "LSTMSeq2Seq's dropout (its default is 0.3)"})
+    add_joint_arguments(model, "512,2048", 512, " to time",
+                        "the joint head the goals are checked for")
     data = parser.add_argument_group("data (synthetic, fixed shape)")
     data.add_argument("--vocab-sizes", default="16000,32000",
                       help="comma-separated target vocabulary sizes |V|")
@@ -136,29 +121,16 @@ def parse_args(argv=None):
                       help="source vocabulary size (0: the same as each target |V|)")
     add_batch_arguments(data, batch_size=32)
     timing = parser.add_argument_group("timing")
-    timing.add_argument("--warmup-steps", type=int, default=2,
-                        help="untimed train_on_batch calls per model (tracing)")
-    timing.add_argument("--steps", type=int, default=4,
-                        help="train_on_batch calls per model and repeat")
-    timing.add_argument("--repeats", type=int, default=3,
-                        help="timed passes per model, interleaved between the heads")
-    timing.add_argument("--decode-batches", type=int, default=4,
-                        help="batches per decode call (0: no decoding benchmark)")
-    timing.add_argument("--decode-batch-size", type=int, default=64)
-    timing.add_argument("--decode-length", type=int, default=30,
-                        help="tokens every sentence emits (EOS blocked until then)")
+    add_step_arguments(timing, steps=4, repeats=3, warmup=2, between="the heads")
+    add_decode_arguments(timing, batches=4, length=30)
     add_thread_arguments(timing)
     args = parse_benchmark_args(parser, argv, "heads", QUICK, positive=(
         "embedding_dim", "hidden_dim", "num_layers", "batch_size", "source_length",
         "target_length", "steps", "repeats", "decode_batch_size", "decode_length"))
-    for name in ("warmup_steps", "decode_batches", "source_vocab_size"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be >= 0")
-    if not 0.0 <= args.dropout < 1.0:
-        parser.error("--dropout must be in [0, 1)")
+    check_args(parser, args, ("warmup_steps", "decode_batches", "source_vocab_size"), dropout=True)
     try:
-        args.vocab_list = _int_list(args.vocab_sizes)
-        args.joint_list = _int_list(args.joint_dims)
+        args.vocab_list = parse_list(args.vocab_sizes)
+        args.joint_list = parse_list(args.joint_dims)
     except ValueError as error:
         parser.error(f"--vocab-sizes and --joint-dims are comma-separated ints ({error})")
     if not args.vocab_list or min(args.vocab_list) < 8:
@@ -168,16 +140,12 @@ def parse_args(argv=None):
     return args
 
 
-ARGS = parse_args() if __name__ == "__main__" else None
-
-setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tf_outheads.decoding import greedy_search  # noqa: E402
-from tf_outheads.decoding.translator import Translator  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
 from tf_outheads.training.translation import compile_for_translation  # noqa: E402
 from tf_outheads_zoo.lstm import LSTMSeq2Seq  # noqa: E402
@@ -219,70 +187,13 @@ def synthetic_batches(args, source_vocab, target_vocab, rng):
 
 
 # --------------------------------------------------------------------------
-# Decoding, as Translator does it: the kept head cache, one tf.function per batch
+# Summaries
 # --------------------------------------------------------------------------
-def make_decoder(model, length):
-    translator = Translator(model, None, None)
-    def decode_batch(source_ids, cache):
-        step_fn = model.make_step_fn(cache)
-        state = model.initial_decoding_state(source_ids, max_length=length)
-        # min_length = max_length: every sentence emits exactly `length` tokens.
-        result = greedy_search(step_fn, state, tf.shape(source_ids)[0], length,
-                               min_length=length)
-        return result.lengths
-
-    decode_batch = tf.function(decode_batch, reduce_retracing=True)
-
-    def decode_call(sources):
-        """Decodes every batch of `sources`; returns (emitted tokens, cache seconds)."""
-        start = time.perf_counter()
-        cache = translator.head_cache()  # fingerprint check; E' only if weights changed
-        cache_seconds = time.perf_counter() - start
-        emitted = 0
-        for source_ids in sources:
-            lengths = decode_batch(source_ids, cache)
-            emitted += int(tf.reduce_sum(lengths))
-        return emitted, cache_seconds
-
-    return decode_call
-
-
-# --------------------------------------------------------------------------
-# Timing and summaries
-# --------------------------------------------------------------------------
-def interleaved(names, run_once, repeats):
-    """Times `run_once(name) -> (units, extra)` in the order A B C D, D C B A, ...
-
-    Returns, per name, the wall-clock seconds, process CPU seconds (all
-    threads), the units counted and the extra values of every repeat.
-    """
-    timings = {name: {"seconds": [], "cpu_seconds": [], "units": [], "extra": []} for name in names}
-    for repeat in range(repeats):
-        order = names if repeat % 2 == 0 else names[::-1]
-        for name in order:
-            wall, cpu = time.perf_counter(), time.process_time()
-            units, extra = run_once(name)
-            timing = timings[name]
-            timing["seconds"].append(time.perf_counter() - wall)
-            timing["cpu_seconds"].append(time.process_time() - cpu)
-            timing["units"].append(units)
-            timing["extra"].append(extra)
-        print(f"  repeat {repeat + 1}/{repeats} ({' '.join(order)}): " + "  ".join(
-            f"{n} {timings[n]['units'][-1] / timings[n]['seconds'][-1]:,.2f}/s" for n in names),
-            flush=True)
-    return timings
-
-
-def _stats(values):
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values}
-
-
 def summarize(timing, reference):
     """Rates per wall and CPU second, with ratios to `reference` (the tied head)."""
     rates = [u / s for u, s in zip(timing["units"], timing["seconds"])]
     cpu_rates = [u / s for u, s in zip(timing["units"], timing["cpu_seconds"])]
-    out = {"per_second": _stats(rates), "per_cpu_second": _stats(cpu_rates)}
+    out = {"per_second": stats(rates), "per_cpu_second": stats(cpu_rates)}
     if reference is not None:
         base = [u / s for u, s in zip(reference["units"], reference["seconds"])]
         base_cpu = [u / s for u, s in zip(reference["units"], reference["cpu_seconds"])]
@@ -293,10 +204,6 @@ def summarize(timing, reference):
                 statistics.median(cpu_rates) / statistics.median(base_cpu),
         }
     return out
-
-
-def goal_text(ratio, goal):
-    return f">= {goal:.2f} {'met' if ratio >= goal else 'MISSED'}"
 
 
 # --------------------------------------------------------------------------
@@ -323,34 +230,21 @@ def run_vocabulary(args, target_vocab, specs, goal_name):
     result = {"source_vocab": source_vocab, "target_vocab": target_vocab,
               "tokens_per_step": tokens_per_step, "parameters": params}
 
+    progress = progress_printer("", lambda t: f"{t['units'][-1] / t['seconds'][-1]:,.2f}/s",
+                                args.repeats, show_order=True, sep="  ")
     # Greedy decoding first, with the initial (same-seed) weights.
     if args.decode_batches:
-        decoders = {name: make_decoder(models[name], args.decode_length) for name in names}
-        sentences = args.decode_batches * args.decode_batch_size
-        print("greedy decoding: warm-up (tracing)", flush=True)
-        for name in names:
-            start = time.perf_counter()
-            emitted, _ = decoders[name](decode_sources)
-            expected = sentences * args.decode_length
-            if emitted != expected:
-                raise AssertionError(f"{name}: emitted {emitted} tokens, expected {expected}")
-            print(f"  {name}: {time.perf_counter() - start:.1f} s", flush=True)
-
-        def decode_once(name):
-            emitted, cache_seconds = decoders[name](decode_sources)
-            return sentences, {"emitted_tokens": emitted, "cache_seconds": cache_seconds}
-
-        print("greedy decoding: sentences/s", flush=True)
-        timings = interleaved(names, decode_once, args.repeats)
+        sentences, timings = time_greedy_decoding(models, decode_sources, args,
+                                                  "greedy decoding: sentences/s", progress)
         decode = {}
         for name in names:
             summary = summarize(timings[name], None if name == TIED else timings[TIED])
             cache = [e["cache_seconds"] for e in timings[name]["extra"]]
-            summary["cache_seconds"] = _stats(cache)
+            summary["cache_seconds"] = stats(cache)
             summary["cache_share"] = statistics.median(
                 c / s for c, s in zip(cache, timings[name]["seconds"]))
             # Without the once-per-call cache: what a call of many sentences tends to.
-            summary["per_second_excluding_cache"] = _stats(
+            summary["per_second_excluding_cache"] = stats(
                 [u / (s - c) for u, s, c in zip(timings[name]["units"], timings[name]["seconds"], cache)])
             summary["tokens_per_second_median"] = (
                 summary["per_second"]["median"] * args.decode_length)
@@ -365,23 +259,10 @@ def run_vocabulary(args, target_vocab, specs, goal_name):
 
     # Training.
     print("training: warm-up (tracing)", flush=True)
-    warmup = {}
-    for name in names:
-        start = time.perf_counter()
-        for step in range(args.warmup_steps):
-            features, target_out = batches[step % len(batches)]
-            models[name].train_on_batch(features, target_out)
-        warmup[name] = time.perf_counter() - start
-        print(f"  {name}: {warmup[name]:.1f} s", flush=True)
-
-    def train_once(name):
-        loss = None
-        for features, target_out in batches:
-            loss = models[name].train_on_batch(features, target_out)
-        return len(batches), {"last_loss": float(np.ravel(loss)[0])}
-
+    warmup = warm_up(models, batches, args.warmup_steps)
     print("training: steps/s", flush=True)
-    timings = interleaved(names, train_once, args.repeats)
+    timings = interleaved(names, lambda name: train_on_batches(models[name], batches),
+                          args.repeats, progress)
     train = {}
     for name in names:
         summary = summarize(timings[name], None if name == TIED else timings[TIED])
@@ -392,8 +273,7 @@ def run_vocabulary(args, target_vocab, specs, goal_name):
 
     print_tables(args, target_vocab, result, goal_name)
     del models
-    gc.collect()
-    keras.backend.clear_session()
+    release()
     return result
 
 
@@ -405,12 +285,11 @@ def print_tables(args, target_vocab, result, goal_name):
           f"{args.repeats} repeat(s) × {args.steps} steps")
     header = (f"{'head':12s} {'params':>12s} {'out. cap.':>11s} {'steps/s':>8s} {'tok/s':>9s} "
               f"{'× tied':>7s} {'× tied CPU':>10s}  goal")
-    print(header)
-    print("-" * (len(header) + 14))
+    print_header(header, 14)
     for name, row in result["train"].items():
         ratio = ratio_cell(row)
         cpu = row["ratio_to_tied"]["per_cpu_second_ratio_of_medians"] if "ratio_to_tied" in row else 1.0
-        goal = goal_text(ratio, TRAINING_GOAL) if name == goal_name else ""
+        goal = goal_text(ratio, TRAINING_GOAL, ".2f") if name == goal_name else ""
         params = result["parameters"][name]
         print(f"{name:12s} {params['total']:>12,} {params['output_capacity']['parameters']:>11,} "
               f"{row['per_second']['median']:>8.3f} {row['tokens_per_second_median']:>9,.0f} "
@@ -424,14 +303,13 @@ def print_tables(args, target_vocab, result, goal_name):
           f"{args.repeats} repeat(s)")
     header = (f"{'head':12s} {'sent/s':>8s} {'tok/s':>9s} {'cache ms':>9s} {'cache %':>8s} "
               f"{'× tied':>7s} {'× tied CPU':>10s} {'× tied no cache':>15s}  goal")
-    print(header)
-    print("-" * (len(header) + 14))
+    print_header(header, 14)
     for name, row in decode.items():
         ratio = ratio_cell(row)
         cpu = row["ratio_to_tied"]["per_cpu_second_ratio_of_medians"] if "ratio_to_tied" in row else 1.0
         no_cache = (row["ratio_to_tied"]["excluding_cache_ratio_of_medians"]
                     if "ratio_to_tied" in row else 1.0)
-        goal = goal_text(ratio, DECODING_GOAL) if name == goal_name else ""
+        goal = goal_text(ratio, DECODING_GOAL, ".2f") if name == goal_name else ""
         print(f"{name:12s} {row['per_second']['median']:>8.2f} "
               f"{row['tokens_per_second_median']:>9,.0f} "
               f"{1000 * row['cache_seconds']['median']:>9.1f} {100 * row['cache_share']:>7.1f}% "
@@ -439,10 +317,7 @@ def print_tables(args, target_vocab, result, goal_name):
 
 
 def main(args):
-    tf.random.set_seed(args.seed)
-    machine = machine_info()
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {machine['cpu_count']} CPUs, "
-          f"devices {machine['devices']}", flush=True)
+    machine = described_machine(args.seed)
     print(f"LSTMSeq2Seq: {args.num_layers} layer(s), embedding {args.embedding_dim}, hidden "
           f"{args.hidden_dim}, dropout {args.dropout}; |V| {args.vocab_list}"
           + (" (--quick)" if args.quick else ""), flush=True)
@@ -472,17 +347,16 @@ def main(args):
         for what, ratio, target in (("training", goal["train_ratio"], TRAINING_GOAL),
                                     ("decoding", goal["decode_ratio"], DECODING_GOAL)):
             if ratio is not None:
-                parts.append(f"{what} {ratio:.3f} ({goal_text(ratio, target)})")
+                parts.append(f"{what} {ratio:.3f} ({goal_text(ratio, target, '.2f')})")
         print(f"  |V| = {int(vocab):,}: " + ("; ".join(parts) or "no goal head timed"))
     if args.quick:
         print("  (--quick sizes: a smoke test, not a measurement of the goals)")
 
-    record = write_record("heads", args, machine, started, {
+    return write_record("heads", args, machine, started, {
         "heads": {name: spec for name, spec in specs.items()},
         "results": results,
         "goals": goals,
     })
-    return record
 
 
 if __name__ == "__main__":

@@ -54,18 +54,16 @@ Results go to `--output` (JSON, default benchmarks/results/rewe.json).
 """
 
 import argparse
-import gc
-import pathlib
 import statistics
 import sys
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_batch_arguments, add_thread_arguments, benchmark_parser, interleaved, machine_info,
-    parse_benchmark_args, setup, stats, training_batches, write_record,
+    QUICK_BATCHES, add_batch_arguments, add_model_arguments, add_step_arguments,
+    add_thread_arguments, add_variants_argument, benchmark_parser, check_args, described_machine,
+    interleaved, parse_benchmark_args, parse_variants, per_unit, print_header, progress_printer,
+    release, start, stats, training_batches, warm_up, write_record,
 )
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 PLAIN = "plain"
 VARIANTS = (PLAIN, "rewe", "rewe-pretrained", "rewe-mse", "contrastive-a")
@@ -78,71 +76,45 @@ QUICK = {
     "hidden_dim": 32,
     "rewe_units": 8,
     "vocab_size": 500,
-    "batch_size": 8,
-    "source_length": 10,
-    "target_length": 10,
-    "warmup_steps": 1,
-    "steps": 2,
-    "repeats": 1,
+    **QUICK_BATCHES,
 }
 
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__, QUICK)
-    parser.add_argument("--variants", default="plain,rewe",
-                        help=f"comma-separated, among {', '.join(VARIANTS)}; plain is always "
-                             "timed (the reference)")
+    add_variants_argument(parser, "plain,rewe", VARIANTS, PLAIN)
     model = parser.add_argument_group("model (defaults: the paper's, supplementary A)")
-    model.add_argument("--embedding-dim", type=int, default=300,
-                       help="embeddings, = m, the size ReWE regresses")
-    model.add_argument("--hidden-dim", type=int, default=1024)
-    model.add_argument("--num-layers", type=int, default=1)
+    add_model_arguments(model, 300, 1024, num_layers=1, dropout=0.3,
+                        jit_help="compile the train steps with XLA",
+                        helps={"embedding_dim": "embeddings, = m, the size ReWE regresses"})
     model.add_argument("--bidirectional-encoder", action=argparse.BooleanOptionalAction,
                        default=True)
-    model.add_argument("--dropout", type=float, default=0.3)
     model.add_argument("--head", default="softmax", help="LSTMSeq2Seq's head (a short name)")
     model.add_argument("--rewe-units", type=int, default=200, help="ReWE's ReLU layer")
     model.add_argument("--rewe-weight", type=float, default=20.0, help="λ of Eq. 7")
-    model.add_argument("--jit-compile", action="store_true",
-                       help="compile the train steps with XLA")
     data = parser.add_argument_group("data (synthetic, fixed shape)")
     data.add_argument("--vocab-size", type=int, default=32000,
                       help="target (and source) vocabulary size")
     add_batch_arguments(data, batch_size=40)
     timing = parser.add_argument_group("timing")
-    timing.add_argument("--warmup-steps", type=int, default=2,
-                        help="untimed train_on_batch calls per model (tracing)")
-    timing.add_argument("--steps", type=int, default=3,
-                        help="train_on_batch calls per model and repeat")
-    timing.add_argument("--repeats", type=int, default=5,
-                        help="timed passes per model, interleaved between the variants")
+    add_step_arguments(timing, steps=3, repeats=5, warmup=2)
     add_thread_arguments(timing)
     args = parse_benchmark_args(parser, argv, "rewe", QUICK, positive=(
         "embedding_dim", "hidden_dim", "num_layers", "rewe_units", "batch_size",
         "source_length", "target_length", "steps", "repeats"))
-    if args.warmup_steps < 0:
-        parser.error("--warmup-steps must be >= 0")
-    if not 0.0 <= args.dropout < 1.0:
-        parser.error("--dropout must be in [0, 1)")
+    check_args(parser, args, ("warmup_steps",), dropout=True)
     if args.vocab_size < 8:
         parser.error("--vocab-size must be >= 8 (4 special ids plus words)")
     if args.bidirectional_encoder and args.hidden_dim % 2:
         parser.error("a bidirectional encoder needs an even --hidden-dim")
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = sorted(set(variants) - set(VARIANTS))
-    if unknown:
-        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
-    args.variant_list = [PLAIN] + [v for v in dict.fromkeys(variants) if v != PLAIN]
+    args.variant_list = parse_variants(parser, args.variants, VARIANTS, PLAIN)
     return args
 
 
-ARGS = parse_args() if __name__ == "__main__" else None
-
-setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 from tf_outheads.losses import ReWELoss  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402
@@ -204,16 +176,12 @@ def synthetic_batches(args):
 # --------------------------------------------------------------------------
 # Timing and summaries
 # --------------------------------------------------------------------------
-def per_step_ms(timing, key="seconds"):
-    return [1000.0 * s / u for s, u in zip(timing[key], timing["units"])]
-
-
 def summarize(args, timings, params, warmup, last_losses):
     tokens = args.batch_size * args.target_length  # no padding
-    base_wall, base_cpu = per_step_ms(timings[PLAIN]), per_step_ms(timings[PLAIN], "cpu_seconds")
+    base_wall, base_cpu = per_unit(timings[PLAIN]), per_unit(timings[PLAIN], "cpu_seconds")
     rows = []
     for name, timing in timings.items():
-        wall, cpu = per_step_ms(timing), per_step_ms(timing, "cpu_seconds")
+        wall, cpu = per_unit(timing), per_unit(timing, "cpu_seconds")
         rows.append({
             "variant": name,
             "ms_per_step": stats(wall),
@@ -244,8 +212,7 @@ def print_table(args, rows):
           f"{args.steps} step(s); {args.batch_size * args.target_length} target tokens per step")
     header = (f"{'variant':16s} {'params':>12s} {'inference':>12s} {'ReWE':>9s} {'ms/step':>9s} "
               f"{'tok/s':>8s} {'overhead':>9s} {'paired':>8s} {'CPU':>8s}  goal")
-    print(header)
-    print("-" * (len(header) + 12))
+    print_header(header, 12)
     for row in rows:
         p, o = row["parameters"], row["overhead_vs_plain"]
         overhead = o["ratio_of_medians_minus_one"]
@@ -262,10 +229,7 @@ def print_table(args, rows):
 
 
 def main(args):
-    tf.random.set_seed(args.seed)
-    machine = machine_info()
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {machine['cpu_count']} CPUs, "
-          f"devices {machine['devices']}", flush=True)
+    machine = described_machine(args.seed)
     encoder = " (BiLSTM encoder)" if args.bidirectional_encoder else ""
     print(f"LSTMSeq2Seq: {args.num_layers} layer(s){encoder}, "
           f"embedding {args.embedding_dim}, hidden {args.hidden_dim}, dropout {args.dropout}, "
@@ -288,14 +252,7 @@ def main(args):
                                  f"plain has {params[PLAIN]['total']:,}")
 
     print("training: warm-up (tracing)", flush=True)
-    warmup = {}
-    for name in args.variant_list:
-        start = time.perf_counter()
-        for step in range(args.warmup_steps):
-            features, target_out = batches[step % len(batches)]
-            models[name].train_on_batch(features, target_out)
-        warmup[name] = time.perf_counter() - start
-        print(f"  {name}: {warmup[name]:.1f} s", flush=True)
+    warmup = warm_up(models, batches, args.warmup_steps)
 
     last_logs = {}
 
@@ -306,11 +263,9 @@ def main(args):
         last_logs[name] = {k: float(v) for k, v in logs.items()}
         return len(batches), None
 
-    def progress(repeat, order, timings):
-        print(f"  repeat {repeat + 1}/{args.repeats} ({' '.join(order)}): ms/step " + ", ".join(
-            f"{n} {1000 * timings[n]['seconds'][-1] / timings[n]['units'][-1]:.1f}"
-            for n in args.variant_list), flush=True)
-
+    progress = progress_printer(
+        "ms/step ", lambda t: f"{1000 * t['seconds'][-1] / t['units'][-1]:.1f}", args.repeats,
+        show_order=True)
     print("training: ms/step, interleaved", flush=True)
     timings = interleaved(args.variant_list, train_once, args.repeats, progress)
     rows = summarize(args, timings, params, warmup, last_logs)
@@ -330,14 +285,12 @@ def main(args):
         print("  (--quick sizes: a smoke test, not a measurement of the goal)")
 
     del models
-    gc.collect()
-    keras.backend.clear_session()
-    record = write_record("rewe", args, machine, started, {
+    release()
+    return write_record("rewe", args, machine, started, {
         "variants": {name: rewe_spec(args, name)[0] for name in args.variant_list},
         "rows": rows,
         "goal": goal,
     })
-    return record
 
 
 if __name__ == "__main__":

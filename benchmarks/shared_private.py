@@ -37,17 +37,15 @@ Run from the repository root:
 Results go to `--output` (JSON, default benchmarks/results/shared_private.json).
 """
 
-import pathlib
 import statistics
 import sys
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_thread_arguments, benchmark_parser, interleaved, machine_info,
-    parse_benchmark_args, random_sentences, setup, stats, training_batches, write_record,
+    add_thread_arguments, add_variants_argument, benchmark_parser, interleaved, machine_info,
+    parse_benchmark_args, parse_variants, per_unit, print_header, random_sentences, start, stats,
+    training_batches, write_record,
 )
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 VANILLA, DECODER_WT = "vanilla", "decoder-wt"
 VARIANTS = (VANILLA, DECODER_WT, "shared-private", "three-way")
@@ -74,9 +72,7 @@ QUICK = {
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__, QUICK)
-    parser.add_argument("--variants", default="vanilla,decoder-wt,shared-private",
-                        help=f"comma-separated, among {', '.join(VARIANTS)}; vanilla is always "
-                             "timed (the reference)")
+    add_variants_argument(parser, "vanilla,decoder-wt,shared-private", VARIANTS, VANILLA)
     model = parser.add_argument_group("model (defaults: Transformer base)")
     model.add_argument("--model-dim", type=int, default=512)
     model.add_argument("--ffn-dim", type=int, default=2048)
@@ -108,17 +104,11 @@ def parse_args(argv=None):
         parser.error(f"--sharing-ratios must be three floats. Received: {args.sharing_ratios}")
     if args.vocab_size < 16:
         parser.error("--vocab-size must be >= 16")
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = sorted(set(variants) - set(VARIANTS))
-    if unknown:
-        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
-    args.variant_list = [VANILLA] + [v for v in dict.fromkeys(variants) if v != VANILLA]
+    args.variant_list = parse_variants(parser, args.variants, VARIANTS, VANILLA)
     return args
 
 
-ARGS = parse_args() if __name__ == "__main__" else None
-
-setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -188,8 +178,7 @@ def decoder(model, args, beam):
 
 
 def ratios(timings, name, reference, key="seconds"):
-    mine = [s / u for s, u in zip(timings[name][key], timings[name]["units"])]
-    base = [s / u for s, u in zip(timings[reference][key], timings[reference]["units"])]
+    mine, base = per_unit(timings[name], key), per_unit(timings[reference], key)
     return {"throughput_ratio": statistics.median(base) / statistics.median(mine),
             "paired_throughput_ratio": statistics.median(b / m for b, m in zip(base, mine))}
 
@@ -240,9 +229,7 @@ def main(args):
     for name in args.variant_list:
         row = {"variant": name, "parameters": parameters[name]}
         for task, timing in timings.items():
-            per_unit = [1000.0 * s / u for s, u in zip(timing[name]["seconds"],
-                                                       timing[name]["units"])]
-            row[task] = {"ms": stats(per_unit), "vs_vanilla": ratios(timing, name, VANILLA),
+            row[task] = {"ms": stats(per_unit(timing[name])), "vs_vanilla": ratios(timing, name, VANILLA),
                          "cpu_vs_vanilla": ratios(timing, name, VANILLA, "cpu_seconds"),
                          "timings": timing[name]}
             if DECODER_WT in timing:
@@ -255,8 +242,7 @@ def main(args):
     header = (f"{'variant':15s} {'embeddings':>12s} {'train ms':>9s} {'×van':>6s} {'×WT':>6s} "
               f"{'greedy ms':>10s} {'×van':>6s} {'×WT':>6s} {'beam ms':>9s} {'×van':>6s} "
               f"{'×WT':>6s}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for row in rows:
         cells = []
         for task in ("training", "greedy", "beam"):

@@ -45,17 +45,15 @@ Run from the repository root:
 Results go to `--output` (JSON, default benchmarks/results/throughput.json).
 """
 
-import argparse
-import pathlib
 import statistics
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_thread_arguments, machine_info, setup, write_record,
+    REPO_ROOT, add_decode_arguments, add_model_arguments, add_step_arguments, add_thread_arguments,
+    benchmark_parser, check_args, corpus_batches, described_machine, interleaved,
+    parse_benchmark_args, print_header, progress_printer, start, stats, warm_up, write_record,
 )
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-CORPUS_PATH = REPO_ROOT / "tf_outheads_zoo" / "data" / "bible-es-en.tsv.gz"
 
 # Variants that `--extra` can add. Each is (model kind, loss kind, plain model options).
 VARIANTS = {
@@ -76,19 +74,13 @@ VARIANTS = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = benchmark_parser(__doc__, None)
     model = parser.add_argument_group("model")
-    model.add_argument("--embedding-dim", type=int, default=256)
-    model.add_argument("--hidden-dim", type=int, default=256)
-    model.add_argument("--num-layers", type=int, default=1)
+    add_model_arguments(
+        model, 256, 256, num_layers=1, dropout=0.3,
+        jit_help="compile the train steps with XLA (compile(jit_compile=True))",
+        helps={"dropout": "dropout of both models (LSTMSeq2Seq's default is 0.3)"})
     model.add_argument("--head", choices=["softmax", "tied"], default="softmax")
-    model.add_argument("--dropout", type=float, default=0.3,
-                       help="dropout of both models (LSTMSeq2Seq's default is 0.3)")
-    model.add_argument("--jit-compile", action="store_true",
-                       help="compile the train steps with XLA (compile(jit_compile=True))")
     data = parser.add_argument_group("data")
     data.add_argument("--data", choices=["real", "synthetic"], default="real",
                       help="real Bible batches, or random ids of realistic shapes")
@@ -104,26 +96,17 @@ def parse_args(argv=None):
     data.add_argument("--workdir", default=str(REPO_ROOT / "benchmarks" / ".cache"),
                       help="where the SentencePiece model is trained and cached")
     timing = parser.add_argument_group("timing")
-    timing.add_argument("--steps", type=int, default=8,
-                        help="batches per timed pass (the same batches every repeat)")
-    timing.add_argument("--repeats", type=int, default=5,
-                        help="timed passes per model, interleaved between the models")
-    timing.add_argument("--decode-batches", type=int, default=2,
-                        help="dev batches to greedy-decode per repeat (0: no decoding benchmark)")
-    timing.add_argument("--decode-batch-size", type=int, default=64)
+    add_step_arguments(timing, steps=8, repeats=5, calls="batches",
+                       between="the models")
+    add_decode_arguments(timing, batches=2, batches_help="dev batches to greedy-decode per repeat")
     timing.add_argument("--extra", default="",
                         help="comma-separated extra variants to time as well: "
                              + ", ".join(k for k in VARIANTS if k not in ("library", "plain")))
     add_thread_arguments(timing)
-    parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results" / "throughput.json"),
-                        help="JSON results path")
-    args = parser.parse_args(argv)
-    for name in ("embedding_dim", "hidden_dim", "num_layers", "vocab_size", "batch_tokens",
-                 "steps", "repeats", "decode_batch_size", "synthetic_length"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if not 0.0 <= args.dropout < 1.0:
-        parser.error("--dropout must be in [0, 1)")
+    args = parse_benchmark_args(parser, argv, "throughput", None, positive=(
+        "embedding_dim", "hidden_dim", "num_layers", "vocab_size", "batch_tokens", "steps",
+        "repeats", "decode_batch_size", "synthetic_length"))
+    check_args(parser, args, dropout=True)
     extra = [name for name in args.extra.split(",") if name]
     unknown = [name for name in extra if name not in VARIANTS]
     if unknown:
@@ -132,9 +115,7 @@ def parse_args(argv=None):
     return args
 
 
-ARGS = parse_args() if __name__ == "__main__" else None
-
-setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -402,26 +383,6 @@ def check_equivalence(library, plain, batch):
 # --------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------
-def real_batches(args):
-    from tf_outheads.data import build_tokenizers, make_inference_dataset, make_training_dataset, read_tsv
-
-    train = read_tsv(CORPUS_PATH, split="train")
-    directory = pathlib.Path(args.workdir) / f"spm_joint_bpe_{args.vocab_size}"
-    tokenizer, _ = build_tokenizers(train.sources, train.targets, directory,
-                                    vocab_size=args.vocab_size)
-    dataset = make_training_dataset(
-        train.sources, train.targets, tokenizer, tokenizer, batch_tokens=args.batch_tokens,
-        max_length=args.max_length, shuffle=True, seed=args.seed, repeat=True,
-    )
-    batches = list(dataset.take(args.steps))
-    decode = []
-    if args.decode_batches:
-        dev = read_tsv(CORPUS_PATH, split="dev")
-        inference = make_inference_dataset(dev.sources, tokenizer, batch_size=args.decode_batch_size)
-        decode = [features["source_ids"] for features in inference.take(args.decode_batches)]
-    return batches, decode, tokenizer.vocab_size, tokenizer.vocab_size
-
-
 def synthetic_batches(args):
     rng = np.random.default_rng(args.seed)
     length, vocab = args.synthetic_length, args.vocab_size
@@ -479,40 +440,15 @@ def make_decoder(kind, model):
     return tf.function(decode, reduce_retracing=True)
 
 
-def interleaved(names, run_once, repeats):
-    """Times `run_once(name) -> tokens` in the order A B, B A, A B, ...
-
-    Returns, per name, the wall-clock seconds, the process CPU seconds (all
-    threads) and the tokens of every repeat.
-    """
-    timings = {name: {"seconds": [], "cpu_seconds": [], "tokens": []} for name in names}
-    for repeat in range(repeats):
-        order = names if repeat % 2 == 0 else names[::-1]
-        for name in order:
-            wall, cpu = time.perf_counter(), time.process_time()
-            tokens = run_once(name)
-            timing = timings[name]
-            timing["seconds"].append(time.perf_counter() - wall)
-            timing["cpu_seconds"].append(time.process_time() - cpu)
-            timing["tokens"].append(tokens)
-        print(f"  repeat {repeat + 1}/{repeats}: " + "  ".join(
-            f"{n} {timings[n]['tokens'][-1] / timings[n]['seconds'][-1]:,.0f} tok/s" for n in names),
-            flush=True)
-    return timings
-
-
 def summarize(timing, **extra):
-    """tokens/s (wall clock) and tokens per CPU-second, median/min/max over repeats."""
+    """tokens/s (wall clock) and tokens per CPU-second, median/min/max over repeats, and
+    `interleaved`'s timing (its units: tokens)."""
+    timing = {"seconds": timing["seconds"], "cpu_seconds": timing["cpu_seconds"],
+              "tokens": timing["units"]}
     rates = [t / s for t, s in zip(timing["tokens"], timing["seconds"])]
     cpu_rates = [t / s for t, s in zip(timing["tokens"], timing["cpu_seconds"])]
-    return {
-        **extra,
-        "tokens_per_second": {"median": statistics.median(rates), "min": min(rates),
-                              "max": max(rates), "values": rates},
-        "tokens_per_cpu_second": {"median": statistics.median(cpu_rates), "min": min(cpu_rates),
-                                  "max": max(cpu_rates), "values": cpu_rates},
-        **timing,
-    }
+    return {**extra, "tokens_per_second": stats(rates), "tokens_per_cpu_second": stats(cpu_rates),
+            **timing}
 
 
 def ratios(table):
@@ -532,8 +468,7 @@ def print_table(title, rows, reference="plain"):
     print(f"\n{title}")
     header = (f"{'model':24s} {'params':>11s} {'tok/s median':>13s} {'min':>8s} {'max':>8s} "
               f"{'ratio':>6s} {'tok/CPU-s':>10s} {'ratio':>6s}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     base = rows[reference]["tokens_per_second"]["median"]
     base_cpu = rows[reference]["tokens_per_cpu_second"]["median"]
     for name, row in rows.items():
@@ -546,13 +481,11 @@ def print_table(title, rows, reference="plain"):
 def main(args):
     tf.random.set_seed(args.seed)
     keras.utils.set_random_seed(args.seed)
-    machine = machine_info()
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {machine['cpu_count']} CPUs, "
-          f"devices {machine['devices']}", flush=True)
+    machine = described_machine()
 
     started = time.perf_counter()
     if args.data == "real":
-        batches, decode_sources, source_vocab, target_vocab = real_batches(args)
+        batches, decode_sources, source_vocab, target_vocab = corpus_batches(args)
     else:
         batches, decode_sources, source_vocab, target_vocab = synthetic_batches(args)
     target_tokens = [int(tf.reduce_sum(tf.cast(y != PAD, tf.int32))) for _, y in batches]
@@ -585,6 +518,8 @@ def main(args):
           f"vs {equivalence['loss_plain']:.4f})", flush=True)
 
     results = {"train": {}, "decode": {}}
+    progress = progress_printer("", lambda t: f"{t['units'][-1] / t['seconds'][-1]:,.0f} tok/s",
+                                args.repeats, sep="  ")
 
     # Greedy decoding, before training changes the weights (same weights in all models).
     decode_names = [n for n in ("library", "plain") if args.decode_batches]
@@ -596,9 +531,9 @@ def main(args):
             emitted[name] = sum(int(tf.reduce_sum(decoders[name](src))) for src in decode_sources)
 
         def decode_once(name):
-            return sum(int(tf.reduce_sum(decoders[name](src))) for src in decode_sources)
+            return sum(int(tf.reduce_sum(decoders[name](src))) for src in decode_sources), None
 
-        timings = interleaved(decode_names, decode_once, args.repeats)
+        timings = interleaved(decode_names, decode_once, args.repeats, progress)
         for name in decode_names:
             results["decode"][name] = summarize(timings[name], params=params[name])
 
@@ -607,20 +542,14 @@ def main(args):
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=make_loss(losses[name]),
                       jit_compile=args.jit_compile)
     print("\ntraining: warm-up (tracing, one pass over the batches)", flush=True)
-    warmup = {}
-    for name, model in models.items():
-        start = time.perf_counter()
-        for x, y in batches:
-            model.train_on_batch(x, y)
-        warmup[name] = time.perf_counter() - start
-        print(f"  {name}: {warmup[name]:.1f} s", flush=True)
+    warmup = warm_up(models, batches, len(batches))
 
     def train_once(name):
         for x, y in batches:
             models[name].train_on_batch(x, y)
-        return tokens_per_pass
+        return tokens_per_pass, None
 
-    timings = interleaved(list(models), train_once, args.repeats)
+    timings = interleaved(list(models), train_once, args.repeats, progress)
     for name in models:
         results["train"][name] = summarize(
             timings[name], params=params[name], model=VARIANTS[name][0],
@@ -638,7 +567,7 @@ def main(args):
           f"(median of paired repeats {wall['median_of_paired_ratios']:.3f}; per CPU-second "
           f"{cpu['ratio_of_medians']:.3f}); goal >= 0.95")
 
-    record = write_record("throughput", args, machine, started, {
+    return write_record("throughput", args, machine, started, {
         "data": {"kind": args.data, "source_vocab": source_vocab, "target_vocab": target_vocab,
                  "batch_shapes_BST": shapes, "target_tokens_per_batch": target_tokens,
                  "target_tokens_per_pass": tokens_per_pass,
@@ -647,7 +576,6 @@ def main(args):
         "results": results,
         "ratios": summary,
     })
-    return record
 
 
 if __name__ == "__main__":

@@ -92,8 +92,9 @@ import sys
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    add_batch_arguments, add_thread_arguments, benchmark_parser, interleaved, machine_info,
-    parse_benchmark_args, setup, stats, training_batches, write_record,
+    add_batch_arguments, add_thread_arguments, benchmark_parser, check_args, interleaved,
+    machine_info, parse_benchmark_args, per_unit, print_header, progress_printer, release, start,
+    stats, training_batches, write_record,
 )
 
 MODELS = ("lstm", "transformer")
@@ -215,10 +216,7 @@ def parse_args(argv=None):
         "accumulation_steps", "warmup_steps"))
     if args.vocab_size < 8:
         parser.error("--vocab-size must be >= 8 (4 special ids plus words)")
-    if not 0.0 <= args.dropout < 1.0:
-        parser.error("--dropout must be in [0, 1)")
-    if args.split_cpu < 0:
-        parser.error("--split-cpu must be >= 0")
+    check_args(parser, args, ("split_cpu",), dropout=True)
     if args.model == "lstm" and args.hidden_dim % 2:
         parser.error("the BiLSTM encoder needs an even --hidden-dim")
     if args.model == "transformer" and (args.hidden_dim % args.num_heads or args.hidden_dim % 2):
@@ -255,9 +253,7 @@ def parse_args(argv=None):
     return args
 
 
-ARGS = parse_args() if __name__ == "__main__" else None
-
-setup(ARGS)  # before TensorFlow's first op: thread pools, quiet logger, this checkout on sys.path
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
 from tf_outheads import training  # noqa: E402
 
@@ -412,15 +408,11 @@ class Runner:
 # --------------------------------------------------------------------------
 # Timing and summaries
 # --------------------------------------------------------------------------
-def per_step_ms(timing, key="seconds"):
-    return [1000.0 * s / u for s, u in zip(timing[key], timing["units"])]
-
-
 def summarize(args, timings, runners, warmup, tokens_per_pass):
     rows = []
     first = None
     for name, timing in timings.items():
-        wall, cpu = per_step_ms(timing), per_step_ms(timing, "cpu_seconds")
+        wall, cpu = per_unit(timing), per_unit(timing, "cpu_seconds")
         in_loop = [1000.0 * extra["loop_seconds"] / units
                    for extra, units in zip(timing["extra"], timing["units"])]
         speed = [tokens_per_pass / s for s in timing["seconds"]]
@@ -465,8 +457,7 @@ def print_table(args, rows, tokens_per_pass, replicas):
     header = (f"{'variant':{width}s} {'ms/step':>9s} {'in loop':>8s} {'tok/s':>9s} {'min':>8s} "
               f"{'max':>8s} {'× first':>8s} {'paired':>7s} {'tok/CPU-s':>10s} {'× first':>8s} "
               f"{'warm-up s':>10s}")
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for row in rows:
         ratio, speed = row["ratio_vs_first_row"], row["tokens_per_second"]
         print(f"{row['variant']:{width}s} {row['ms_per_step']['median']:>9.1f} "
@@ -534,19 +525,15 @@ def main(args):
         last_loss[name], loop_seconds = runners[name].run(args.steps)
         return args.steps, {"loss": last_loss[name], "loop_seconds": loop_seconds}
 
-    def progress(repeat, order, timings):
-        print(f"  repeat {repeat + 1}/{args.repeats}: tok/s " + ", ".join(
-            f"{n} {tokens_per_pass / timings[n]['seconds'][-1]:,.0f}"
-            for n in args.variant_list), flush=True)
-
+    progress = progress_printer("tok/s ", lambda t: f"{tokens_per_pass / t['seconds'][-1]:,.0f}",
+                                args.repeats)
     print("training: timed passes, interleaved", flush=True)
     timings = interleaved(args.variant_list, train_once, args.repeats, progress)
     rows = summarize(args, timings, runners, warmup, tokens_per_pass)
     print_table(args, rows, tokens_per_pass, replicas)
 
     del runners
-    gc.collect()
-    keras.backend.clear_session()
+    release()
     return write_record("training", args, machine, started, {
         "strategy": {"name": args.strategy, "class": type(strategy).__name__,
                      "replicas": replicas, "devices": args.device_list},

@@ -263,7 +263,7 @@ class TrainConfig:
                              choices=("float32", "mixed_float16", "mixed_bfloat16"))
     accumulation_steps: int = setting(1, "global batches per optimizer update")
     jit_compile: bool = setting(False, "XLA-compile each replica's training step (on 2 CPU "
-                                "cores no faster than the graph step: benchmarks/README)")
+                                "cores no faster than the graph step: benchmarks/docs/training.md)")
     steps_per_execution: int = setting(1, "optimizer steps per host round trip; logs, backups, "
                                        "dev evaluations and NaN checks stay at their steps")
     backup_every_n_steps: int = setting(200, "steps between backups (weights, optimizer, "

@@ -136,7 +136,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
     the same math over the whole sequence: by default through
     `tf_outheads.ops.attentional_lstm`, one loop with a hand-written gradient
     (a CPU training step of `lstm-cpu`'s shape 1.12–1.15× faster at 64 × 30 tokens,
-    1.26–1.31× at 16 × 120, single runs; benchmarks/README.md, "fused recurrences");
+    1.26–1.31× at 16 × 120, single runs; benchmarks/docs/training.md, "fused recurrences");
     with `fused = False` (an attribute, for checks) or `return_alignments`, as a
     `tf.while_loop` of `_step` that autodiff differentiates. Both give the same
     values and gradients (tests/ops/test_recurrent.py).
@@ -375,7 +375,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
             Pappas et al. 2018. `None` keeps Keras' initializers (Glorot and
             orthogonal LSTM kernels, forget-gate bias 1, embeddings
             U(±0.05)), with which the same model learned far slower than
-            OpenNMT-py's (benchmarks/README.md, "Peer: OpenNMT-py").
+            OpenNMT-py's (benchmarks/docs/peer_opennmt.md).
             Defaults to `0.1`.
         head: the output head: `"softmax"`, `"tied"`, another registered name,
             or a spec dict `{"class_name": ..., "config": {...}}`. Heads that reuse

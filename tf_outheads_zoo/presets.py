@@ -84,7 +84,7 @@ _PAPPAS_LSTM = derive(
 # "general" attention with input feeding, dropout 0.1, U(±0.1) initialisation,
 # Adam 5e-3 (ε 1e-8), global norm clipping 5, label smoothing 0.1, 2,048-token
 # batches, 4K joint BPE. OpenNMT-py's, so that the tied and untied baselines can
-# be checked against OpenNMT-py itself (benchmarks/README.md, "Peer: OpenNMT-py").
+# be checked against OpenNMT-py itself (benchmarks/docs/peer_opennmt.md).
 define(
     "lstm-cpu", None,
     "CPU-sized attentional LSTM with the joint head, d_j = 512",

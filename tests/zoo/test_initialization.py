@@ -2,8 +2,7 @@
 
 These are the reference implementations' defaults the zoo's baselines rest on
 (issue "Sound baselines"): with Keras' own initializers the attentional LSTM
-learned far slower than the same model in OpenNMT-py (benchmarks/README.md,
-"Peer: OpenNMT-py"). Each test fails if a default drifts back.
+learned far slower than the same model in OpenNMT-py (benchmarks/docs/peer_opennmt.md). Each test fails if a default drifts back.
 """
 
 import math

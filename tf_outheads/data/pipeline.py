@@ -23,7 +23,7 @@ token wide whose partial batches carry over from one pass over the data to the
 next. On the Bible corpus with a 4K vocabulary and `batch_tokens=2048` that
 gives ~1,910 real target tokens a batch, as OpenNMT-py's ~1,900; 8-wide buckets
 flushed at every pass gave ~1,730, so each step saw ~9% fewer tokens than the
-peer's (issue 17, benchmarks/README). A finite dataset flushes every bucket's
+peer's (issue 17, benchmarks/docs/peer_opennmt.md). A finite dataset flushes every bucket's
 partial batch at the end of each pass, so there fewer, 8-token buckets waste
 less (one-token buckets gave ~1,710 on the same corpus, and far smaller
 batches on a few hundred pairs).

@@ -5,7 +5,7 @@ row per sentence (and head) by that sentence's keys or memory: `(1 × K)·(K × 
 products, a few hundred at ~1 MFLOP each. oneDNN, which TensorFlow's graph
 rewrite gives every `BatchMatMulV2` (`tf.linalg.matmul`, `matvec`, `einsum`),
 runs these 1.4–5× slower on CPU than TensorFlow's own kernel, which it leaves
-`BatchMatMulV3` to (benchmarks/README.md, "one-position attention"). For T
+`BatchMatMulV3` to (benchmarks/docs/training.md, "one-position attention"). For T
 rows at once (a training pass's attention) oneDNN's is ~3× faster, so only the
 one-row products come here.
 """

@@ -8,7 +8,7 @@ Luong attention (Luong et al. 2015, Eq. 5, 7, 8; input feeding §3.3) in one
 Why: on a CPU the decoder of a small model (`lstm-cpu`: 256 units) is bound by
 the per-op cost of the loop, not by its FLOPs. Autodiff of a while loop saves
 every intermediate of every op of the step and runs the gradient of each of them
-(about 4× the forward's time per step, measured; benchmarks/README.md). The
+(about 4× the forward's time per step, measured; benchmarks/docs/training.md). The
 backward loop here does only the recurrent part per step (two small matmuls and
 the gate algebra per layer, the attention's softmax gradient); the weight
 gradients, and those of the memory and the attention keys, are a few large

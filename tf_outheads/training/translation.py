@@ -33,7 +33,7 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
     `jit_compile` (Keras' `model.fit` only; `tf_outheads.training.fit` takes
     its own) defaults to `False`: on 2 CPU cores XLA gave this library's LSTM
     0.99–1.01× the graph step's speed through `model.fit` and 0.80× through
-    the trainer (benchmarks/README.md); on a GPU, measure (benchmarks/gpu.sh).
+    the trainer (benchmarks/docs/training.md); on a GPU, measure (benchmarks/gpu.sh).
 
     Raises:
         ValueError: `loss` with `label_smoothing`, or an auxiliary loss or
