@@ -62,13 +62,13 @@ def scripted_scores(monkeypatch):
 
 def _crash_at(monkeypatch, step, where):
     """Raise `_Crash` once, at `step`: after its loss row ("batch") or after its dev
-    evaluation and best weights, before its backup ("epoch")."""
-    import keras
+    evaluation, best weights and history.csv row, before its backup ("epoch")."""
+    from tf_outheads.training.callbacks import EpochHistory
 
     if where == "batch":
         cls, method = train_module.LossCurves, "on_train_batch_end"
     else:
-        cls, method = keras.callbacks.CSVLogger, "on_epoch_end"
+        cls, method = EpochHistory, "on_epoch_end"
     original = getattr(cls, method)
 
     def crash(self, index, logs=None):
@@ -88,6 +88,11 @@ def _steps(path, key=None):
         return [json.loads(line)[key] for line in f if line.strip()]
 
 
+def _epochs(run_dir):
+    with open(os.path.join(run_dir, "history.csv"), encoding="utf-8") as f:
+        return [line.split(",")[0] for line in f.read().splitlines()[1:]]
+
+
 @pytest.mark.slow  # five trainings, 30 s
 def test_killed_and_resumed_run_keeps_its_best_model_and_continuous_history(
         corpus, tmp_path, monkeypatch, scripted_scores):
@@ -105,6 +110,8 @@ def test_killed_and_resumed_run_keeps_its_best_model_and_continuous_history(
         assert steps == list(range(1, steps[-1] + 1))
         bleu_steps = _steps(os.path.join(run_dir, "bleu.jsonl"), "step")
         assert bleu_steps == sorted(set(bleu_steps))
+        if step == 9:  # epoch 3's row written, its backup not: the resume writes it again
+            assert _epochs(run_dir) == ["0", "1", "2"]
         if step > 6:
             # Written at step 6, the best: never replaced by the worse steps 9 to 15.
             with open(best_file, "rb") as f:
@@ -119,6 +126,8 @@ def test_killed_and_resumed_run_keeps_its_best_model_and_continuous_history(
     assert [step for step, _ in results["dev_bleu_history"]] == sorted(SCORES)
     assert _steps(os.path.join(run_dir, "bleu.jsonl"), "step") == sorted(SCORES)
     assert _steps(os.path.join(run_dir, "loss_curves.csv")) == list(range(1, MAX_STEPS + 1))
+    # One row per epoch although epochs 3 and 5 were written twice (issue 36).
+    assert _epochs(run_dir) == [str(epoch) for epoch in range(MAX_STEPS // 3)]
     with open(best_file, "rb") as f:
         assert f.read() == best_bytes
     backups = sorted(os.listdir(os.path.join(run_dir, "backup")))
