@@ -260,6 +260,7 @@ class DecodeConfig:
 
 SECTION_CONFIGS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
 
+
 def section_fields(section, model_type="lstm"):
     """`{key: dataclasses.Field}` of a section (the model section of `model_type`)."""
     cls = MODEL_CONFIGS[model_type] if section == "model" else SECTION_CONFIGS[section]

@@ -9,6 +9,7 @@ import keras
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads_zoo.plots import write_line_plot
 
+
 class LossCurves(keras.callbacks.Callback):
     """Per-step training losses → CSV, and a plot at the end of training.
 

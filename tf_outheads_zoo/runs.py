@@ -277,8 +277,10 @@ def finished_run(run_dir, backup_dir, train_config):
 
 
 def write_json(path, value):
+    """`value` as indented JSON in `path` (`preset.json`, `data_files.json`, `results.json`)."""
     with open(path, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=2)
+
 
 def save_model(model, path, source_tokenizer, target_tokenizer):
     """`model.save(path)`, with the fingerprints of the tokenizers it was trained with

@@ -11,6 +11,7 @@ import os
 from tf_outheads import data as tfo_data
 from tf_outheads_zoo.config import ConfigError, data_set
 
+
 def read_split(data_config, split, log=print):
     """One split ("train", "dev" or "test") in memory, with known target boilerplate stripped.
 
