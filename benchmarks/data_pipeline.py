@@ -3,7 +3,7 @@
 Builds corpora of 0.5M and 5M pairs from the embedded Bible corpus's training
 split (its 27,952 verses repeated, each repetition in a new seeded order), as
 plain-text `train.es` / `train.en` files, and trains the `lstm-cpu` preset's
-data path on them the way `tf-outheads train` does (`tf_outheads_zoo.train.TrainingData`:
+data path on them the way `tf-outheads train` does (`tf_outheads_zoo.splits.TrainingData`:
 the streaming scan, SentencePiece on a sample of `data.tokenizer_sample` pairs,
 `tf_outheads.data.make_text_dataset`). Each size runs in its own process, so
 its peak RSS is its own. Per size:
@@ -105,8 +105,8 @@ def measure(args, size):
     from tf_outheads.training.trainer import fit
     from tf_outheads.training.translation import compile_for_translation
     from tf_outheads_zoo.presets import get_preset
-    from tf_outheads_zoo.train import (TrainingData, build_model, build_optimizer,
-                                       tokenizer_seed, training_loss)
+    from tf_outheads_zoo.components import build_model, build_optimizer, training_loss
+    from tf_outheads_zoo.splits import TrainingData, tokenizer_seed
 
     work = os.path.join(args.work_dir, f"pairs-{size}")
     source, target = write_corpus(os.path.join(work, "corpus"), size)

@@ -99,8 +99,10 @@ from tf_outheads import data  # noqa: E402
 from tf_outheads.data.special_tokens import PAD_ID  # noqa: E402
 from tf_outheads.decoding import Translator, beam_search, greedy_search  # noqa: E402
 from tf_outheads.export import export_translator  # noqa: E402
+from tf_outheads_zoo.components import build_model  # noqa: E402
 from tf_outheads_zoo.presets import get_preset  # noqa: E402
-from tf_outheads_zoo.train import build_model, load_run, read_split  # noqa: E402
+from tf_outheads_zoo.runs import load_run  # noqa: E402
+from tf_outheads_zoo.splits import read_split  # noqa: E402
 
 UNTRAINED_CAVEAT = (
     "untrained model: it rarely emits EOS, so sentences run to their length limit and beam "

@@ -56,7 +56,7 @@ STEP_LINE = re.compile(r"Step\s+(\d+)/\s*\d+;.*?xent:\s*([\d.]+);.*?\s(\d+)/\s*(
 
 # -- data ------------------------------------------------------------------------------
 def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
-    """Splits as `tf_outheads_zoo.train.load_splits` reads them, the study's shared tokenizer
+    """Splits as `tf_outheads_zoo.splits.load_splits` reads them, the study's shared tokenizer
     (`tf_outheads_zoo.study.tokenizer_dir`: our runs copy it), and the piece files OpenNMT-py
     reads (`train.src.sp`, ...), built once per tokenizer.
 
@@ -69,7 +69,7 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
     """
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.study import tokenizer_dir
-    from tf_outheads_zoo.train import load_splits
+    from tf_outheads_zoo.splits import load_splits
 
     preset = get_preset(preset_name, overrides)
     data_config = preset["data"]

@@ -88,7 +88,7 @@ def _average(args):
     import functools
 
     from tf_outheads.training.backup import BackupManager, average_checkpoints, write_atomically
-    from tf_outheads_zoo.train import load_run, save_model
+    from tf_outheads_zoo.runs import load_run, save_model
 
     model, source_tokenizer, target_tokenizer, _ = load_run(args.run_dir)
     paths = BackupManager(os.path.join(args.run_dir, "backup")).last(args.last)
@@ -106,7 +106,7 @@ def _average(args):
 def _translate(args):
     from tf_outheads.decoding.translator import Translator
     from tf_outheads.metrics import read_lines, split_lines
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     # Lines end at "\n" only, for a file and for standard input alike (not at U+2028,
@@ -162,7 +162,7 @@ def _int_tuple(text):
 
 def _export(args):
     from tf_outheads.export import export_options, export_translator
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     # Defaults of the SavedModel's signatures: the run's decoding settings,
@@ -179,7 +179,7 @@ def _export(args):
 def _evaluate(args):
     from tf_outheads.metrics import evaluate_translations, format_report, read_lines
     from tf_outheads_zoo.presets import DEFAULT_PRESET, get_preset
-    from tf_outheads_zoo.train import read_split
+    from tf_outheads_zoo.splits import read_split
 
     hypotheses = read_lines(args.hypotheses)
     if args.references:
@@ -189,7 +189,7 @@ def _evaluate(args):
         # Score against the corpus exactly as training reads it: the run's own
         # data settings when --run-dir is given, else the default preset's.
         if args.run_dir:
-            from tf_outheads_zoo.config import read_stored_preset
+            from tf_outheads_zoo.stored import read_stored_preset
 
             data_config = read_stored_preset(os.path.join(args.run_dir, "preset.json"))[1]["data"]
         else:
@@ -215,7 +215,7 @@ def _evaluate(args):
     report = {name: {"score": s.score, "signature": s.signature} for name, s in results.items()}
     if args.run_dir:
         from tf_outheads.metrics import parameter_report
-        from tf_outheads_zoo.train import load_run
+        from tf_outheads_zoo.runs import load_run
 
         params = parameter_report(load_run(args.run_dir)[0])
         print(params)

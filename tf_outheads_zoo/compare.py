@@ -75,10 +75,10 @@ def _summary(run_dir, label):
 
 def run_references(run_dir, split):
     """The reference stream a run was scored against on `split` (its preset's corpus,
-    target column, known boilerplate stripped: `tf_outheads_zoo.train.read_split`), or the
+    target column, known boilerplate stripped: `tf_outheads_zoo.splits.read_split`), or the
     `<split>.ref` file of a run record (`tf_outheads_zoo.study.record_run`)."""
     from tf_outheads.metrics import read_lines
-    from tf_outheads_zoo.train import read_split
+    from tf_outheads_zoo.splits import read_split
 
     recorded = os.path.join(run_dir, f"{split}.ref")
     if os.path.exists(recorded):

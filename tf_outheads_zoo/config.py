@@ -12,9 +12,15 @@ description. Everything that reads settings goes through the same checks:
   `RunConfig.updated`;
 - `--set section.key=value` and other dotted overrides, `RunConfig.with_overrides`;
 - a user's run file (YAML or JSON, an optional `preset:` base),
-  `load_run_config`;
-- a run directory's stored `preset.json`, `read_stored_preset`: a key the file
-  lacks gets the value the code used before the key existed (`legacy`).
+  `tf_outheads_zoo.stored.load_run_config`;
+- a run directory's stored `preset.json`, `tf_outheads_zoo.stored.read_stored_preset`
+  (`RunConfig.from_dict(stored=True)`): a key the file lacks gets the value the code
+  used before the key existed (`legacy`).
+
+The fields' building blocks (`setting`, `ConfigError`, coercion and value checks) are
+in `tf_outheads_zoo.schema`; reading run files and stored presets, in
+`tf_outheads_zoo.stored` (which reads the preset table: `tf_outheads_zoo.presets`
+depends on this module, this module on neither).
 
 An unknown key is refused with the section's valid keys and the closest one;
 a key of the other model type says which type it belongs to; values are
@@ -22,16 +28,24 @@ checked (and numbers coerced) against the field's type and choices.
 
 `RunConfig.to_dict()` is the plain nested dict the rest of the zoo reads
 (`tf_outheads_zoo.train`, the CLI): `model` holds `model_type` and the keyword arguments of
-the model class (`tf_outheads_zoo.train.model_arguments` splits them).
+the model class (`tf_outheads_zoo.components.model_arguments` splits them).
 """
 
 import copy
 import dataclasses
 import difflib
-import json
 import os
-import types
-import typing
+
+from tf_outheads_zoo.schema import (
+    SAME_AS_DEFAULT,
+    ConfigError,
+    check_at_least_one,
+    check_positive,
+    check_share,
+    check_value,
+    setting,
+    type_name,
+)
 
 SECTIONS = ("data", "model", "train", "decode")
 EMBEDDED_CORPUS = os.path.join(os.path.dirname(__file__), "data", "bible-es-en.tsv.gz")
@@ -49,63 +63,12 @@ BIBLE_WEB_ARTIFACTS = (
 
 # Keys of a data.dev / data.test mapping: text files, or a TSV split.
 SET_KEYS = ("source", "target", "references", "tsv", "split")
-# Keys of the data section that hold paths: relative ones in a run file are
-# relative to the run file's directory.
-_PATH_KEYS = ("corpus", "source", "target", "references", "tsv", "path")
-
-_SAME = object()  # `legacy` unset: a stored file without the key gets the default
-
-
-class ConfigError(ValueError):
-    """A setting the schema refuses: unknown key, wrong type, value not among the choices."""
-
-
-def setting(default, doc, *, legacy=_SAME, choices=None, keys=None, check=None):
-    """A schema field: its default, its one-line doc and its checks.
-
-    Args:
-        default: the value when nothing sets the key (copied for lists and dicts).
-        doc: str, one line: what the key does (docs/presets.md prints it).
-        legacy: the value for a stored `preset.json` written before the key
-            existed (what the code did without it). Defaults to `default`.
-        choices: tuple of the allowed values, or `None`.
-        keys: tuple of the keys a dict value may have, or `None` (any).
-        check: callable `(value, dotted)` that raises `ConfigError` for a value
-            of the right type but the wrong shape, or `None`.
-    """
-    metadata = {"doc": doc, "legacy": legacy, "choices": choices, "keys": keys,
-                "check": check}
-    if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
-                                 metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
-def _share(value, dotted):
-    """`check` of a share: a number in [0, 1]."""
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{dotted} must be between 0 and 1. Received: {dotted}={value!r}")
-
-
-def _positive(value, dotted):
-    """`check` of a limit that must be above 0."""
-    if not value > 0:
-        raise ConfigError(f"{dotted} must be above 0 (or None). Received: {dotted}={value!r}")
-
-
-def _at_least_one(value, dotted):
-    """`check` of a step count: 0 and negatives are refused (`None`, where the key takes
-    it, means no budget)."""
-    if value < 1:
-        none = " (omit it, or None, for no step budget)" if dotted.endswith("max_steps") else ""
-        raise ConfigError(f"{dotted} must be >= 1{none}. Received: {dotted}={value!r}")
-
 
 # -- the schema -------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    """Corpus, cleaning, tokenizer and batching (`tf_outheads_zoo.train.load_splits`, `_run_training`)."""
+    """Corpus, cleaning, tokenizer and batching (`tf_outheads_zoo.splits`, `tf_outheads_zoo.train`)."""
 
     corpus: str = setting(EMBEDDED_CORPUS, "TSV corpus with train/dev/test splits "
                           "(default: the embedded Bible corpus); the sets data.train/dev/test "
@@ -245,11 +208,11 @@ class TrainConfig:
     rewe: dict | None = setting(None, "ReWE loss {weight, distance: cosine or mse} of a "
                                 "model with model.rewe, or None", keys=("weight", "distance"))
     steps_per_epoch: int = setting(2000, "optimizer steps between dev evaluations",
-                                   check=_at_least_one)
+                                   check=check_at_least_one)
     epochs: int = setting(30, "epochs (evaluations) at most: a budget of epochs × "
-                          "steps_per_epoch steps", check=_at_least_one)
+                          "steps_per_epoch steps", check=check_at_least_one)
     max_steps: int | None = setting(None, "optimizer step budget (>= 1); None: none",
-                                    check=_at_least_one)
+                                    check=check_at_least_one)
     max_minutes: float | None = setting(None, "wall-clock training budget; None: none")
     patience: int | None = setting(5, "early stopping after this many evaluations without "
                                    "a better dev BLEU; None: never")
@@ -274,9 +237,9 @@ class TrainConfig:
                              choices=("raise", "skip"))
     max_skipped_share: float = setting(
         0.05, "nonfinite=skip: the run fails once more than 10 steps and this share of "
-        "its steps were skipped", check=_share)
+        "its steps were skipped", check=check_share)
     max_loss: float | None = setting(1e6, "a step loss above it has diverged: treated as "
-                                     "non-finite (None: no limit)", check=_positive)
+                                     "non-finite (None: no limit)", check=check_positive)
     average_last: int | None = setting(None, "final model: the mean of the last N backups' "
                                        "weights (N <= keep_backups); None: the best "
                                        "dev-BLEU weights")
@@ -296,104 +259,6 @@ class DecodeConfig:
 
 
 SECTION_CONFIGS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
-
-
-# -- values -----------------------------------------------------------------------------------
-
-def _type_name(annotation):
-    if isinstance(annotation, types.UnionType):
-        return " or ".join(_type_name(arg) for arg in typing.get_args(annotation))
-    if annotation is type(None):
-        return "None"
-    if typing.get_origin(annotation) is list:
-        return f"list of {_type_name(typing.get_args(annotation)[0])}"
-    return annotation.__name__
-
-
-def _coerce(value, annotation):
-    """`value` as `annotation` (int, float, bool, str, dict, None, `list[X]`, unions), or
-    raises `TypeError`. Numbers written as strings (YAML reads `1e-3` as one) and
-    `true`/`false` are converted; an integral float is an int."""
-    if isinstance(annotation, types.UnionType):
-        for arg in typing.get_args(annotation):
-            try:
-                return _coerce(value, arg)
-            except TypeError:
-                pass
-        raise TypeError
-    if annotation is type(None):
-        if value is None:
-            return None
-        raise TypeError
-    if typing.get_origin(annotation) is list:
-        if not isinstance(value, (list, tuple)):
-            raise TypeError
-        return [_coerce(item, typing.get_args(annotation)[0]) for item in value]
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise TypeError
-    if annotation is int:
-        if isinstance(value, str):
-            try:
-                value = float(value) if value.strip() else value
-            except ValueError:
-                raise TypeError from None
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise TypeError
-    if annotation is float:
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                raise TypeError from None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise TypeError
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise TypeError
-    if annotation is dict:
-        if isinstance(value, dict):
-            return copy.deepcopy(value)
-        raise TypeError
-    raise TypeError
-
-
-def _check_value(field, value, dotted, source):
-    """The value of `field` (dotted name `dotted`) as its type, checked; `ConfigError` else."""
-    try:
-        value = _coerce(value, field.type)
-    except TypeError:
-        raise ConfigError(f"{source}: {dotted} must be {_type_name(field.type)}. "
-                          f"Received: {dotted}={value!r}") from None
-    choices = field.metadata["choices"]
-    if choices is not None and value is not None and value not in choices:
-        raise ConfigError(f"{source}: {dotted} must be one of {', '.join(map(repr, choices))}. "
-                          f"Received: {dotted}={value!r}")
-    allowed = field.metadata["keys"]
-    if allowed is not None and isinstance(value, dict):
-        unknown = sorted(set(value) - set(allowed))
-        if unknown:
-            raise ConfigError(f"{source}: {dotted} takes the keys {', '.join(allowed)}; "
-                              f"{', '.join(unknown)} is not one of them. "
-                              f"Received: {dotted}={value!r}")
-        if "class_name" in allowed and not isinstance(value.get("class_name"), str):
-            raise ConfigError(f"{source}: {dotted} needs a 'class_name'. "
-                              f"Received: {dotted}={value!r}")
-    check = field.metadata.get("check")
-    if check is not None and value is not None:
-        try:
-            check(value, dotted)
-        except ConfigError as error:
-            raise ConfigError(f"{source}: {error}") from None
-    return value
 
 
 def section_fields(section, model_type="lstm"):
@@ -486,7 +351,7 @@ class RunConfig:
         model_changes = dict(changes.get("model", {}))
         if "model_type" in model_changes:
             field = section_fields("model")["model_type"]
-            model_type = _check_value(field, model_changes.pop("model_type"),
+            model_type = check_value(field, model_changes.pop("model_type"),
                                       "model.model_type", source)
             if model_type != self.model.model_type:
                 common = {f.name: getattr(self.model, f.name)
@@ -503,7 +368,7 @@ class RunConfig:
             for key, value in values.items():
                 if key not in fields:
                     _unknown_key(section, key, value, source, sections["model"].model_type)
-                checked[key] = _check_value(fields[key], value, f"{section}.{key}", source)
+                checked[key] = check_value(fields[key], value, f"{section}.{key}", source)
             sections[section] = dataclasses.replace(current, **checked)
         return RunConfig(**sections,
                          description=self.description if description is None else description)
@@ -545,7 +410,7 @@ class RunConfig:
                 fields = section_fields(section, model_type if model_type in MODEL_TYPES
                                         else "lstm")
                 for key, field in fields.items():
-                    if (field.metadata["legacy"] is not _SAME
+                    if (field.metadata["legacy"] is not SAME_AS_DEFAULT
                             and key not in changes.get(section, {})):
                         changes.setdefault(section, {})[key] = field.metadata["legacy"]
         description = values.get("description", "")
@@ -559,7 +424,7 @@ class RunConfig:
 
         `model` holds `model_type` and the model class's keyword arguments (its
         own keys first, then `head`, `rewe`, `shared_private`): `model_arguments`
-        (`tf_outheads_zoo.train.model_arguments`) splits the two.
+        (`tf_outheads_zoo.components.model_arguments`) splits the two.
         """
         def values(config, names):
             return {name: copy.deepcopy(getattr(config, name)) for name in names}
@@ -661,153 +526,6 @@ def check_data_set(value, dotted):
     return entries
 
 
-def resolve_paths(data, base):
-    """The `data` section of a run file with its relative paths joined to `base`."""
-    def resolve(value, key):
-        if isinstance(value, dict):
-            if "tsv" in value:  # source, target, references: column names
-                return {k: resolve(v, k) if k == "tsv" else v for k, v in value.items()}
-            return {k: resolve(v, k) for k, v in value.items()}
-        if isinstance(value, list):
-            return [resolve(v, key) for v in value]
-        if key in _PATH_KEYS and isinstance(value, str) and value and not os.path.isabs(value):
-            return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
-        return value
-
-    paths = {key: resolve(value, key) for key, value in data.items()
-             if key in ("corpus", "train", "dev", "test", "target_vectors")}
-    return {**data, **paths}
-
-
-# -- files --------------------------------------------------------------------------------------
-
-RUN_FILE_KEYS = ("preset", "description") + SECTIONS
-
-
-def _read_mapping(path):
-    """A YAML (or, for `.json`, JSON) file's top-level mapping."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if path.endswith(".json"):
-        try:
-            values = json.loads(text)
-        except ValueError as error:
-            raise ConfigError(f"{path}: not valid JSON ({error})") from None
-    else:
-        import yaml
-
-        try:
-            values = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(error).split())})") \
-                from None
-    if values is None:
-        values = {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping of {', '.join(RUN_FILE_KEYS)}. "
-                          f"Received: {type(values).__name__}")
-    return values
-
-
-def read_run_config(path, overrides=None):
-    """`(preset_name or None, RunConfig)` of a run file (see `load_run_config`)."""
-    path = os.fspath(path)
-    values = _read_mapping(path)
-    unknown = sorted(set(values) - set(RUN_FILE_KEYS))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], RUN_FILE_KEYS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "."
-        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}{hint} A run file "
-                          f"has {', '.join(RUN_FILE_KEYS)}. Received: {unknown[0]}="
-                          f"{values[unknown[0]]!r}")
-    name = values.get("preset")
-    if name is None:
-        config = RunConfig()
-    else:
-        from tf_outheads_zoo.presets import PRESET_CONFIGS
-
-        if name not in PRESET_CONFIGS:
-            close = difflib.get_close_matches(str(name), PRESET_CONFIGS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{path}: unknown preset{hint}. Available: "
-                              f"{', '.join(sorted(PRESET_CONFIGS))}. Received: preset={name!r}")
-        config = PRESET_CONFIGS[name]
-    description = values.get("description")
-    if description is None:
-        description = (f"{name}, " if name else "") + f"settings of {os.path.basename(path)}"
-    if not isinstance(description, str):
-        raise ConfigError(f"{path}: description must be str. "
-                          f"Received: description={description!r}")
-    changes = {section: values[section] for section in SECTIONS
-               if values.get(section) is not None}
-    if isinstance(changes.get("data"), dict):
-        changes["data"] = resolve_paths(changes["data"], os.path.dirname(os.path.abspath(path)))
-    config = config.updated(changes, path, description=description)
-    return name, config.with_overrides(overrides, path)
-
-
-def load_run_config(path, overrides=None):
-    """The settings of a user's run file, as `tf_outheads_zoo.presets.get_preset` returns a preset's.
-
-    The file (YAML, or JSON for a `.json` name) is a mapping with an optional
-    `preset:` (the base; default: the schema's defaults), an optional
-    `description:` and any of the sections `data`, `model`, `train`, `decode`,
-    each a mapping of the keys it changes::
-
-        preset: lstm-cpu
-        data:
-          corpus: my-corpus.tsv
-          source_column: de
-          target_column: en
-          reference_columns: []
-        train:
-          max_minutes: 30
-
-    Plain-text corpora (one sentence per line, `.gz` read as gzip; the
-    training files are streamed, never held in memory)::
-
-        preset: transformer-base
-        data:
-          train: {source: corpora/train.de.gz, target: corpora/train.en.gz}
-          dev: {source: corpora/newstest2013.de, target: corpora/newstest2013.en}
-          test: {source: corpora/newstest2014.de, target: corpora/newstest2014.en,
-                 references: [corpora/newstest2014.en.alt]}
-          vocab_size: 32000
-
-    Relative paths in the `data` section are relative to the run file's
-    directory (`resolve_paths`); the stored `preset.json` holds them absolute.
-
-    Args:
-        path: str or path-like.
-        overrides: dotted overrides applied after the file (`--set`).
-
-    Returns:
-        The plain dict `{description, data, model, train, decode}` (`RunConfig.to_dict`).
-
-    Raises:
-        ConfigError: naming the file and the key; OSError: unreadable file.
-    """
-    return read_run_config(path, overrides)[1].to_dict()
-
-
-def read_stored_preset(path):
-    """`(name, preset dict)` of a run directory's `preset.json`, in today's form.
-
-    Files written before a key existed resume as they trained: the key gets its
-    `legacy` value (`data.bucket_width` 8, `data.strip_target_suffixes` none);
-    `train.model_type` is read as `model.model_type`.
-
-    Raises:
-        ValueError: not JSON; ConfigError: a key the schema does not know.
-    """
-    with open(path, encoding="utf-8") as f:
-        stored = json.load(f)
-    if not isinstance(stored, dict):
-        raise ConfigError(f"{path}: expected a mapping. Received: {type(stored).__name__}")
-    sections = {key: value for key, value in stored.items() if key != "name"}
-    return stored.get("name"), RunConfig.from_dict(sections, path, stored=True).to_dict()
-
-
 # -- documentation ------------------------------------------------------------------------------
 
 def _format_default(value):
@@ -823,7 +541,7 @@ def reference_markdown():
     lines = ["## Settings", "",
              "Every key of the four sections (`tf_outheads_zoo/config.py`), settable on every preset it "
              "applies to with `--set section.key=value` or in a run file "
-             "(`tf-outheads train --config run.yaml`, `tf_outheads_zoo.config.load_run_config`: "
+             "(`tf-outheads train --config run.yaml`, `tf_outheads_zoo.stored.load_run_config`: "
              "`preset: NAME` and, by section, the keys it changes). Model keys depend on `model.model_type`; "
              "`train.model_type` is read as `model.model_type`.", ""]
 
@@ -838,7 +556,7 @@ def reference_markdown():
             if field.metadata["choices"]:
                 kind = " or ".join(f"`{choice}`" for choice in field.metadata["choices"])
             else:
-                kind = _type_name(field.type)
+                kind = type_name(field.type)
             doc = field.metadata["doc"].replace("|", "\\|")
             rows.append(f"| `{field.name}` | {kind} | {_format_default(default(field))} | "
                         f"{doc} |")

@@ -34,7 +34,8 @@ import tensorflow as tf
 from tf_outheads import Translator, data
 from tf_outheads.export import export_options, export_translator
 from tf_outheads_zoo.presets import EMBEDDED_CORPUS
-from tf_outheads_zoo.train import load_run, run_training
+from tf_outheads_zoo.runs import load_run
+from tf_outheads_zoo.train import run_training
 
 TINY = os.environ.get("EXPORT_TUTORIAL_TINY") == "1"
 RUN_DIR = os.environ.get("EXPORT_TUTORIAL_RUN_DIR") or "runs/lstm-cpu"

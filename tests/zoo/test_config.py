@@ -1,4 +1,5 @@
-"""The run configuration schema (`tf_outheads_zoo.config`): presets, overrides, run files, stored presets."""
+"""The run configuration schema (`tf_outheads_zoo.config`): presets, overrides, run files and
+stored presets (`tf_outheads_zoo.stored`)."""
 
 import copy
 import dataclasses
@@ -13,11 +14,12 @@ from tf_outheads_zoo.config import (
     ConfigError,
     DecodeConfig,
     RunConfig,
-    load_run_config,
-    read_stored_preset,
     section_fields,
 )
 from tf_outheads_zoo.presets import EMBEDDED_CORPUS, PRESET_CONFIGS, PRESETS, derive, get_preset
+# Run files and stored presets are read by `tf_outheads_zoo.stored` (which reads the preset
+# table; the schema in `tf_outheads_zoo.config` does not).
+from tf_outheads_zoo.stored import load_run_config, read_stored_preset
 
 DATA = pathlib.Path(__file__).parent / "data"
 ROOT = pathlib.Path(__file__).resolve().parents[2]

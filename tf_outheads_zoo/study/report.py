@@ -200,7 +200,7 @@ def _data_settings(data, sizes=None):
 def _stored_data(run_dir):
     """The `data` section of a run's `preset.json`, read through the schema: records
     from before a key get the value they trained with."""
-    from tf_outheads_zoo.config import read_stored_preset
+    from tf_outheads_zoo.stored import read_stored_preset
 
     return read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"]
 

@@ -25,7 +25,7 @@ def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
     """
     from tf_outheads import data as tfo_data
     from tf_outheads_zoo.presets import get_preset
-    from tf_outheads_zoo.train import load_splits
+    from tf_outheads_zoo.splits import load_splits
 
     preset = get_preset(preset_name, overrides)
     data_config = preset["data"]
@@ -141,7 +141,7 @@ def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
 
 def _decode_variant(run_dir, suffix, options, log=print):
     """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`."""
-    from tf_outheads_zoo.train import read_split
+    from tf_outheads_zoo.splits import read_split
 
     with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
         data_config = json.load(f)["data"]

@@ -1,0 +1,341 @@
+"""Run directories: the preset a run trains with, its lock, its resume checks, its model.
+
+What every command on a run directory needs (`train`, `translate`, `evaluate`, `export`,
+`average`, `compare`, `study`) without the training itself (`tf_outheads_zoo.train`):
+`resolve_preset` (the preset of a run, refusing a mismatch), `check_data_files` and
+`check_data_fingerprints` (refused before anything is written), `run_directory_lock`,
+`finished_run`, and `save_model` / `load_run` (the trained model with its tokenizers).
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import zipfile
+
+import keras
+
+from tf_outheads import data as tfo_data
+from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
+from tf_outheads.training import backup as tfo_backup
+# The model classes and losses a `.keras` file names, registered for `load_run`.
+from tf_outheads_zoo import components  # noqa: F401
+from tf_outheads_zoo.config import ConfigError, data_set
+from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
+from tf_outheads_zoo.stored import read_run_config, read_stored_preset
+
+# Settings a resumed run may change: budgets, evaluation, backups, the strategy
+# (every other `data`, `model` and `train` key shapes the model, its variables,
+# its pieces or its data order, which the run's backups and tokenizer hold).
+RESUMABLE_TRAIN_KEYS = frozenset({
+    "max_steps", "max_minutes", "epochs", "steps_per_epoch", "patience",
+    "backup_every_n_steps", "keep_backups", "nonfinite", "max_skipped_share", "max_loss",
+    "average_last", "strategy",
+    "num_gpus", "jit_compile", "steps_per_execution"})
+PRESET_FILE = "preset.json"
+# The fingerprints of the data files a run reads (`check_data_fingerprints`).
+DATA_FILES = "data_files.json"
+# Inside a run's `.keras` file: the fingerprints of its tokenizers (`save_model`).
+MODEL_METADATA = "tf_outheads.json"
+LOCK_FILE = ".lock"
+
+
+class RunDirectoryError(ValueError):
+    """A run directory that cannot take this command: another preset, or in use."""
+
+
+def stored_preset(run_dir):
+    """The `preset.json` of `run_dir` (`{"name": ..., "data": ..., ...}`), or `None`.
+
+    Read through the schema (`tf_outheads_zoo.stored.read_stored_preset`): a file written
+    before a key existed gets the value the run trained with (`data.bucket_width`
+    8), so the run resumes as it was trained.
+    """
+    path = os.path.join(run_dir, PRESET_FILE)
+    if not os.path.exists(path):
+        return None
+    try:
+        name, preset = read_stored_preset(path)
+    except ConfigError:  # a key the schema does not know: the message names file and key
+        raise
+    except ValueError as error:
+        raise RunDirectoryError(f"{path}: not a readable preset file ({error})") from None
+    return {"name": name, **preset}
+
+
+def holds_run(run_dir):
+    """Whether `run_dir` holds a run: a tokenizer, a backup, training curves, a
+    trained model or results. A directory with only `preset.json` (a first start
+    that failed before its tokenizer was built) holds none."""
+    if any(os.path.exists(os.path.join(run_dir, name)) for name in (
+            TOKENIZER_FILE, "loss_curves.csv", "model.keras", "results.json")):
+        return True
+    backup_dir = os.path.join(run_dir, "backup")
+    return os.path.isdir(backup_dir) and bool(tfo_backup.BackupManager(backup_dir).checkpoints())
+
+
+def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=print):
+    """`(name, preset)` for `tf-outheads train` on `run_dir`, refusing a mismatch.
+
+    With `run_file` (a user's YAML/JSON run file, `tf_outheads_zoo.stored.load_run_config`;
+    not together with `preset_name`), the settings are the file's, then `overrides`;
+    the name is the file's `preset:` (`None` when it starts from the defaults).
+
+    Without `preset_name`, a run directory that has a `preset.json` supplies
+    its own preset (so `train --run-dir R` resumes R as it was trained), else
+    the default preset. With one, the stored preset must agree with it, and
+    with `overrides`, on every setting but `RESUMABLE_TRAIN_KEYS` and the
+    `decode` section, when the directory holds a run (`holds_run`); a
+    `preset.json` alone (a first start that failed) is replaced by the new
+    settings, with one logged line. Nothing is written.
+
+    Raises:
+        RunDirectoryError: naming the run directory, both presets and the
+            settings that differ.
+    """
+    stored = stored_preset(run_dir)
+    if run_file is not None:
+        if preset_name is not None:
+            raise ConfigError(f"{run_file}: a run file and a preset ({preset_name}) both "
+                              "given; name the preset inside the run file (preset: NAME). "
+                              f"Received: preset={preset_name!r}, run_file={run_file!r}")
+        name, config = read_run_config(run_file, overrides)
+        preset = config.to_dict()
+    elif preset_name is None and stored is not None:
+        name = stored.get("name") or DEFAULT_PRESET
+        sections = {key: value for key, value in stored.items() if key != "name"}
+        preset = apply_overrides(sections, overrides, f"{name} (from {run_dir})")
+    else:
+        name = preset_name or DEFAULT_PRESET
+        preset = get_preset(name, overrides)
+    if stored is not None:
+        wanted = json.loads(json.dumps(preset, default=str))
+        differ = sorted(
+            f"{section}.{key}"
+            for section in ("data", "model", "train")
+            for key in set(wanted.get(section, {})) | set(stored.get(section, {}))
+            if not (section == "train" and key in RESUMABLE_TRAIN_KEYS)
+            and wanted.get(section, {}).get(key) != stored.get(section, {}).get(key))
+        if differ and not holds_run(run_dir):
+            log(f"[train] {run_dir}: its {PRESET_FILE} is from a start that built no tokenizer "
+                f"and no backup; this command's settings replace it ({', '.join(differ[:8])}"
+                f"{', ...' if len(differ) > 8 else ''})")
+        elif differ:
+            raise RunDirectoryError(
+                f"{run_dir} holds a run of preset {stored.get('name')!r}; this command asks "
+                f"for {name!r} with other settings ({', '.join(differ[:8])}"
+                f"{', ...' if len(differ) > 8 else ''}), which its tokenizer and backups "
+                f"do not fit. Resume it with `tf-outheads train --run-dir {run_dir}` (its own "
+                "preset; budgets, evaluation and backup settings may change), or give a new "
+                "--run-dir. Nothing was changed.")
+    return name, preset
+
+
+def data_files(data_config):
+    """`[(key, path), ...]`: every data file a run of `data_config` reads, each once, with
+    the setting that names it (`data.corpus`, `data.train.source`, `data.dev.references[0]`,
+    `data.target_vectors.path`...): the train/dev/test text files or TSV, the embedded
+    corpus included."""
+    files = []
+    for split in ("train", "dev", "test"):
+        spec = data_set(data_config, split)
+        key = f"data.{split}"
+        if spec["kind"] == "tsv":
+            files.append((f"{key}.tsv" if data_config.get(split) else "data.corpus",
+                          spec["path"]))
+            continue
+        several = len(spec["pairs"]) > 1
+        for index, pair in enumerate(spec["pairs"]):
+            for side, path in zip(("source", "target"), pair):
+                files.append((f"{key}{f'[{index}]' if several else ''}.{side}", path))
+        files += [(f"{key}.references[{index}]", path)
+                  for index, path in enumerate(spec["references"])]
+    vectors = (data_config.get("target_vectors") or {}).get("path")
+    if vectors:
+        files.append(("data.target_vectors.path", vectors))
+    seen = set()
+    return [(key, path) for key, path in files if not (path in seen or seen.add(path))]
+
+
+def check_data_files(data_config, run_dir):
+    """Refuses a run whose data files (`data_files`) are missing or unreadable, before
+    anything is written to `run_dir`.
+
+    Raises:
+        ConfigError: naming the setting and the path.
+    """
+    for key, path in data_files(data_config):
+        try:
+            with open(path, "rb") as stream:
+                stream.read(1)
+        except OSError as error:
+            reason = ("no such file" if isinstance(error, FileNotFoundError)
+                      else error.strerror or type(error).__name__)
+            setting = ".".join(key.split("[")[0].split(".")[:2])  # data.train, data.corpus
+            raise ConfigError(f"{key}: {path}: {reason}. Correct {setting} (in the run file, "
+                              f"or with --set {setting}=...) or put the file there; nothing "
+                              f"was written to {run_dir}.") from None
+
+
+def check_data_fingerprints(run_dir, data_config, log=print):
+    """The fingerprints (`tf_outheads.data.file_fingerprint`) of the data files of
+    `data_config`, checked against those `run_dir` recorded (`DATA_FILES`) when it holds a
+    run (`holds_run`); returns `{"files": {path: {"key", "size", "mtime", ...}}}`, what
+    `run_training` records there.
+
+    A resume restores read positions in these files; if one changed in between, sources
+    would be paired with other lines' targets. A file whose size or hashed bytes
+    differ is refused; a new modification time alone is logged and accepted. A run
+    recorded before data files were fingerprinted resumes unchecked (logged), and
+    its files are recorded from then on.
+
+    Raises:
+        RunDirectoryError: naming the file, its setting and what changed.
+    """
+    path = os.path.join(run_dir, DATA_FILES)
+    recorded = {}
+    if holds_run(run_dir):
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                recorded = json.load(f).get("files", {})
+        else:
+            log(f"[data] {run_dir} holds a run from before data files were fingerprinted: "
+                f"resumed unchecked; their fingerprints are recorded now in {path}")
+    files = {}
+    for key, file in data_files(data_config):
+        before = recorded.get(file)
+        if before is None:
+            files[file] = {"key": key, **tfo_data.file_fingerprint(file)}
+            continue
+        changes, now = tfo_data.fingerprint_changes(before, file)
+        if changes:
+            raise RunDirectoryError(
+                f"{file} ({key}) changed since {run_dir} started training on it: "
+                f"{', '.join(changes)}. A resume restores read positions in the data, which "
+                "would pair sources with other lines' targets. Put the file back as it was to "
+                "resume, or train on the changed data in a new run directory (another "
+                f"--run-dir). Nothing was changed in {run_dir}.")
+        if now["mtime"] != before.get("mtime"):
+            log(f"[data] {file}: modification time changed, same size and SHA-256: resuming")
+        files[file] = {"key": key, **now}
+    return {"files": files}
+
+
+@contextlib.contextmanager
+def run_directory_lock(run_dir):
+    """Holds an exclusive lock on `run_dir` (`.lock`, `flock`: released when the process
+    ends, even by a kill) for as long as the block runs.
+
+    Raises:
+        RunDirectoryError: another process holds it; the message names its PID.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, LOCK_FILE)
+    stream = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            stream.seek(0)
+            owner = stream.read().strip() or "unknown"
+            raise RunDirectoryError(
+                f"{run_dir} is in use by another tf-outheads process (pid {owner}; lock "
+                f"{path}). Wait for it to end, or give another --run-dir.") from None
+        stream.seek(0)
+        stream.truncate()
+        stream.write(str(os.getpid()))
+        stream.flush()
+        yield path
+    finally:
+        stream.close()
+
+
+def finished_run(run_dir, backup_dir, train_config):
+    """The stored results when `run_dir` already trained to its budget, else `None`.
+
+    Finished: `results.json` exists, no backup is newer than its step, and
+    `train.max_steps` (if set) is at most that step, or, with only a time
+    budget, the newest backup has spent it.
+    """
+    path = os.path.join(run_dir, "results.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    steps = int(results.get("steps", 0))
+    backups = (tfo_backup.BackupManager(backup_dir).checkpoints()
+               if os.path.isdir(backup_dir) else [])
+    if backups and backups[-1][0] > steps:
+        return None
+    if train_config.get("max_steps") is not None:
+        return results if steps >= train_config["max_steps"] else None
+    if train_config.get("max_minutes") and backups:
+        state = tfo_backup.verify_backup(backups[-1][1]).get("state") or {}
+        seconds = (state.get("callbacks") or {}).get("TimeLimit", {}).get("seconds", 0.0)
+        return results if seconds >= 60.0 * train_config["max_minutes"] else None
+    return None
+
+
+def write_json(path, value):
+    """`value` as indented JSON in `path` (`preset.json`, `data_files.json`, `results.json`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+
+
+def save_model(model, path, source_tokenizer, target_tokenizer):
+    """`model.save(path)`, with the fingerprints of the tokenizers it was trained with
+    stored inside the `.keras` file (`MODEL_METADATA`), which `load_run` checks."""
+    model.save(path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(MODEL_METADATA, json.dumps({
+            "source_tokenizer": source_tokenizer.fingerprint,
+            "target_tokenizer": target_tokenizer.fingerprint}))
+
+
+def check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer):
+    """Refuses tokenizers other than those `model_path` was saved with (`save_model`).
+
+    A model saved without fingerprints (before they were recorded) is not checked.
+
+    Raises:
+        ValueError: naming the model file, the tokenizer directory and both
+            fingerprints.
+    """
+    with zipfile.ZipFile(model_path) as archive:
+        if MODEL_METADATA not in archive.namelist():
+            return
+        recorded = json.loads(archive.read(MODEL_METADATA))
+    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+        expected = recorded.get(f"{side}_tokenizer")
+        if expected and expected != tokenizer.fingerprint:
+            raise ValueError(
+                f"{model_path} was trained with a {side} tokenizer of fingerprint {expected}, "
+                f"but {os.path.join(run_dir, 'tokenizer.json')} and its SentencePiece model "
+                f"have {tokenizer.fingerprint}: the tokenizer files come from another run. "
+                "Put back the run's own tokenizer files; the model cannot read other ids.")
+
+
+def load_run(run_dir):
+    """The trained model and tokenizers of a run directory (checked to belong together),
+    and its preset (`stored_preset`: in today's form, whichever version wrote it)."""
+    model_path = os.path.join(run_dir, "model.keras")
+    if not os.path.exists(model_path):
+        raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
+                                "(train first: tf-outheads train --run-dir ...)")
+    try:
+        model = keras.saving.load_model(model_path, safe_mode=True)
+    # TypeError: a config naming a class or function Keras will not load in safe mode
+    # (a crafted file naming `os.system`).
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"{model_path}: not a readable .keras model, damaged or from "
+                         f"another program ({type(error).__name__}: {first_line}); "
+                         "train again, or restore it from the run's best weights with "
+                         "`tf-outheads train --run-dir` after deleting it") from None
+    source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
+    check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
+    preset = stored_preset(run_dir)
+    if preset is None:
+        raise FileNotFoundError(f"{os.path.join(run_dir, PRESET_FILE)}: the run's preset is "
+                                "missing (tf-outheads train writes it)")
+    return model, source_tokenizer, target_tokenizer, preset

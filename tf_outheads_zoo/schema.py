@@ -1,0 +1,153 @@
+"""The schema's building blocks: `setting` (a field: default, doc, checks), `ConfigError`,
+and the coercion and checks of a value against its field (`check_value`).
+
+`tf_outheads_zoo.config` defines the sections with them.
+"""
+
+import copy
+import dataclasses
+import types
+import typing
+
+SAME_AS_DEFAULT = object()  # `legacy` unset: a stored file without the key gets the default
+
+
+class ConfigError(ValueError):
+    """A setting the schema refuses: unknown key, wrong type, value not among the choices."""
+
+
+def setting(default, doc, *, legacy=SAME_AS_DEFAULT, choices=None, keys=None, check=None):
+    """A schema field: its default, its one-line doc and its checks.
+
+    Args:
+        default: the value when nothing sets the key (copied for lists and dicts).
+        doc: str, one line: what the key does (docs/presets.md prints it).
+        legacy: the value for a stored `preset.json` written before the key
+            existed (what the code did without it). Defaults to `default`.
+        choices: tuple of the allowed values, or `None`.
+        keys: tuple of the keys a dict value may have, or `None` (any).
+        check: callable `(value, dotted)` that raises `ConfigError` for a value
+            of the right type but the wrong shape, or `None`.
+    """
+    metadata = {"doc": doc, "legacy": legacy, "choices": choices, "keys": keys,
+                "check": check}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
+                                 metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def check_share(value, dotted):
+    """`check` of a share: a number in [0, 1]."""
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{dotted} must be between 0 and 1. Received: {dotted}={value!r}")
+
+
+def check_positive(value, dotted):
+    """`check` of a limit that must be above 0."""
+    if not value > 0:
+        raise ConfigError(f"{dotted} must be above 0 (or None). Received: {dotted}={value!r}")
+
+
+def check_at_least_one(value, dotted):
+    """`check` of a step count: 0 and negatives are refused (`None`, where the key takes
+    it, means no budget)."""
+    if value < 1:
+        none = " (omit it, or None, for no step budget)" if dotted.endswith("max_steps") else ""
+        raise ConfigError(f"{dotted} must be >= 1{none}. Received: {dotted}={value!r}")
+
+
+def type_name(annotation):
+    if isinstance(annotation, types.UnionType):
+        return " or ".join(type_name(arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if typing.get_origin(annotation) is list:
+        return f"list of {type_name(typing.get_args(annotation)[0])}"
+    return annotation.__name__
+
+
+def coerce(value, annotation):
+    """`value` as `annotation` (int, float, bool, str, dict, None, `list[X]`, unions), or
+    raises `TypeError`. Numbers written as strings (YAML reads `1e-3` as one) and
+    `true`/`false` are converted; an integral float is an int."""
+    if isinstance(annotation, types.UnionType):
+        for arg in typing.get_args(annotation):
+            try:
+                return coerce(value, arg)
+            except TypeError:
+                pass
+        raise TypeError
+    if annotation is type(None):
+        if value is None:
+            return None
+        raise TypeError
+    if typing.get_origin(annotation) is list:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        return [coerce(item, typing.get_args(annotation)[0]) for item in value]
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise TypeError
+    if annotation is int:
+        if isinstance(value, str):
+            try:
+                value = float(value) if value.strip() else value
+            except ValueError:
+                raise TypeError from None
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError
+    if annotation is float:
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                raise TypeError from None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise TypeError
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError
+    if annotation is dict:
+        if isinstance(value, dict):
+            return copy.deepcopy(value)
+        raise TypeError
+    raise TypeError
+
+
+def check_value(field, value, dotted, source):
+    """The value of `field` (dotted name `dotted`) as its type, checked; `ConfigError` else."""
+    try:
+        value = coerce(value, field.type)
+    except TypeError:
+        raise ConfigError(f"{source}: {dotted} must be {type_name(field.type)}. "
+                          f"Received: {dotted}={value!r}") from None
+    choices = field.metadata["choices"]
+    if choices is not None and value is not None and value not in choices:
+        raise ConfigError(f"{source}: {dotted} must be one of {', '.join(map(repr, choices))}. "
+                          f"Received: {dotted}={value!r}")
+    allowed = field.metadata["keys"]
+    if allowed is not None and isinstance(value, dict):
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise ConfigError(f"{source}: {dotted} takes the keys {', '.join(allowed)}; "
+                              f"{', '.join(unknown)} is not one of them. "
+                              f"Received: {dotted}={value!r}")
+        if "class_name" in allowed and not isinstance(value.get("class_name"), str):
+            raise ConfigError(f"{source}: {dotted} needs a 'class_name'. "
+                              f"Received: {dotted}={value!r}")
+    check = field.metadata.get("check")
+    if check is not None and value is not None:
+        try:
+            check(value, dotted)
+        except ConfigError as error:
+            raise ConfigError(f"{source}: {error}") from None
+    return value

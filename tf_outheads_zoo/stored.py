@@ -1,0 +1,161 @@
+"""Settings read from files: a user's run file (YAML or JSON: `load_run_config`) and a run
+directory's stored `preset.json` (`read_stored_preset`, in today's form whichever version
+wrote it).
+
+A run file may start from a named preset, so this module reads the preset table
+(`tf_outheads_zoo.presets`); the schema (`tf_outheads_zoo.config`) does not.
+"""
+
+import difflib
+import json
+import os
+
+from tf_outheads_zoo.config import SECTIONS, ConfigError, RunConfig
+from tf_outheads_zoo.presets import PRESET_CONFIGS
+
+# Keys of the data section that hold paths: relative ones in a run file are
+# relative to the run file's directory.
+_PATH_KEYS = ("corpus", "source", "target", "references", "tsv", "path")
+
+
+def resolve_paths(data, base):
+    """The `data` section of a run file with its relative paths joined to `base`."""
+    def resolve(value, key):
+        if isinstance(value, dict):
+            if "tsv" in value:  # source, target, references: column names
+                return {k: resolve(v, k) if k == "tsv" else v for k, v in value.items()}
+            return {k: resolve(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v, key) for v in value]
+        if key in _PATH_KEYS and isinstance(value, str) and value and not os.path.isabs(value):
+            return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+        return value
+
+    paths = {key: resolve(value, key) for key, value in data.items()
+             if key in ("corpus", "train", "dev", "test", "target_vectors")}
+    return {**data, **paths}
+
+
+RUN_FILE_KEYS = ("preset", "description") + SECTIONS
+
+
+def _read_mapping(path):
+    """A YAML (or, for `.json`, JSON) file's top-level mapping."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".json"):
+        try:
+            values = json.loads(text)
+        except ValueError as error:
+            raise ConfigError(f"{path}: not valid JSON ({error})") from None
+    else:
+        import yaml
+
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(error).split())})") \
+                from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping of {', '.join(RUN_FILE_KEYS)}. "
+                          f"Received: {type(values).__name__}")
+    return values
+
+
+def read_run_config(path, overrides=None):
+    """`(preset_name or None, RunConfig)` of a run file (see `load_run_config`)."""
+    path = os.fspath(path)
+    values = _read_mapping(path)
+    unknown = sorted(set(values) - set(RUN_FILE_KEYS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], RUN_FILE_KEYS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}{hint} A run file "
+                          f"has {', '.join(RUN_FILE_KEYS)}. Received: {unknown[0]}="
+                          f"{values[unknown[0]]!r}")
+    name = values.get("preset")
+    if name is None:
+        config = RunConfig()
+    else:
+        if name not in PRESET_CONFIGS:
+            close = difflib.get_close_matches(str(name), PRESET_CONFIGS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{path}: unknown preset{hint}. Available: "
+                              f"{', '.join(sorted(PRESET_CONFIGS))}. Received: preset={name!r}")
+        config = PRESET_CONFIGS[name]
+    description = values.get("description")
+    if description is None:
+        description = (f"{name}, " if name else "") + f"settings of {os.path.basename(path)}"
+    if not isinstance(description, str):
+        raise ConfigError(f"{path}: description must be str. "
+                          f"Received: description={description!r}")
+    changes = {section: values[section] for section in SECTIONS
+               if values.get(section) is not None}
+    if isinstance(changes.get("data"), dict):
+        changes["data"] = resolve_paths(changes["data"], os.path.dirname(os.path.abspath(path)))
+    config = config.updated(changes, path, description=description)
+    return name, config.with_overrides(overrides, path)
+
+
+def load_run_config(path, overrides=None):
+    """The settings of a user's run file, as `tf_outheads_zoo.presets.get_preset` returns a preset's.
+
+    The file (YAML, or JSON for a `.json` name) is a mapping with an optional
+    `preset:` (the base; default: the schema's defaults), an optional
+    `description:` and any of the sections `data`, `model`, `train`, `decode`,
+    each a mapping of the keys it changes::
+
+        preset: lstm-cpu
+        data:
+          corpus: my-corpus.tsv
+          source_column: de
+          target_column: en
+          reference_columns: []
+        train:
+          max_minutes: 30
+
+    Plain-text corpora (one sentence per line, `.gz` read as gzip; the
+    training files are streamed, never held in memory)::
+
+        preset: transformer-base
+        data:
+          train: {source: corpora/train.de.gz, target: corpora/train.en.gz}
+          dev: {source: corpora/newstest2013.de, target: corpora/newstest2013.en}
+          test: {source: corpora/newstest2014.de, target: corpora/newstest2014.en,
+                 references: [corpora/newstest2014.en.alt]}
+          vocab_size: 32000
+
+    Relative paths in the `data` section are relative to the run file's
+    directory (`resolve_paths`); the stored `preset.json` holds them absolute.
+
+    Args:
+        path: str or path-like.
+        overrides: dotted overrides applied after the file (`--set`).
+
+    Returns:
+        The plain dict `{description, data, model, train, decode}` (`RunConfig.to_dict`).
+
+    Raises:
+        ConfigError: naming the file and the key; OSError: unreadable file.
+    """
+    return read_run_config(path, overrides)[1].to_dict()
+
+
+def read_stored_preset(path):
+    """`(name, preset dict)` of a run directory's `preset.json`, in today's form.
+
+    Files written before a key existed resume as they trained: the key gets its
+    `legacy` value (`data.bucket_width` 8, `data.strip_target_suffixes` none);
+    `train.model_type` is read as `model.model_type`.
+
+    Raises:
+        ValueError: not JSON; ConfigError: a key the schema does not know.
+    """
+    with open(path, encoding="utf-8") as f:
+        stored = json.load(f)
+    if not isinstance(stored, dict):
+        raise ConfigError(f"{path}: expected a mapping. Received: {type(stored).__name__}")
+    sections = {key: value for key, value in stored.items() if key != "name"}
+    return stored.get("name"), RunConfig.from_dict(sections, path, stored=True).to_dict()
