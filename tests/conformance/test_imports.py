@@ -13,8 +13,6 @@ specific project module named: `from tf_outheads_zoo import runs` to
 import ast
 import pathlib
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("tf_outheads", "tf_outheads_zoo")
 MAX_LINES = 600
