@@ -6,6 +6,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tf_outheads.training.callbacks import (BleuCallback, EarlyStopping, StepLimit, TimeLimit,
@@ -94,6 +95,7 @@ class _Clock(keras.callbacks.Callback):
         self.now += 10.0
 
 
+@pytest.mark.slow  # two trainings with backups: 42 s in CI's fast suite (issue 37's budget)
 def test_clock_without_budget_counts_the_seconds_of_every_resume(
         bible_tokenizer, tmp_path, monkeypatch):
     from tf_outheads import training
