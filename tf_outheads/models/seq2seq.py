@@ -40,10 +40,107 @@ from tf_outheads.layers.shared_private import shared_private_argument, shared_pr
 from tf_outheads.losses.objective import HEAD_OUTPUT, HIDDEN_OUTPUT, Objective, StepOutputs
 from tf_outheads.validation import positive_int
 
-__all__ = ["Seq2SeqModel"]
+__all__ = ["ObjectiveHooks", "Seq2SeqModel"]
 
 
-class Seq2SeqModel(FirstReplicaBuild, keras.Model):
+class ObjectiveHooks(FirstReplicaBuild):
+    """Keras' training hooks of a seq2seq model, delegated to the `Objective` it holds.
+
+    `compile(loss=..., loss_weights=...)` builds `self.objective` (one term per
+    head: `{"logits": self.head, **self.auxiliary_heads()}`); `compute_loss`,
+    `metrics` and the compile config are the objective's, and inside
+    `training_outputs()` (every training and evaluation step) `call` returns
+    `{"hidden": h}` through `head_outputs`. The model only says what it returns;
+    the loss is the objective's (`tf_outheads.losses.objective`). Put it before
+    `keras.Model` in the bases (`Seq2SeqModel` does).
+    """
+
+    # The objective `compile` built (`None` before, or compiled without a loss).
+    objective = None
+    _returns_training_outputs = False
+
+    def auxiliary_heads(self):
+        """`{name: layer}`: heads trained next to the output layer (none here)."""
+        return {}
+
+    @contextlib.contextmanager
+    def training_outputs(self):
+        """Inside this block `call` returns `{"hidden": h}`, what the losses read."""
+        previous = self._returns_training_outputs
+        self._returns_training_outputs = True
+        try:
+            yield
+        finally:
+            self._returns_training_outputs = previous
+
+    def head_outputs(self, hidden, training=False):
+        """What `call` returns: the head's output, or `{"hidden": h}` in a loss step."""
+        if self._returns_training_outputs:
+            return {HIDDEN_OUTPUT: hidden}
+        return self.head(hidden)
+
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, **kwargs):
+        objective = None
+        if loss is not None:
+            objective = Objective(loss, loss_weights,
+                                  {HEAD_OUTPUT: self.head, **self.auxiliary_heads()})
+        # Keras' own compiled loss would map losses onto outputs; ours maps them onto heads.
+        super().compile(optimizer=optimizer, loss=None, **kwargs)
+        self.objective = objective
+        self.loss = loss
+        self.loss_weights = loss_weights
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config and self.objective is not None:
+            config.update(self.objective.get_config())
+        return config
+
+    def compile_from_config(self, config):
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.optimizer is not None and self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    @property
+    def metrics(self):
+        metrics = super().metrics
+        if self.objective is None:
+            return metrics
+        return self.objective.metrics(metrics, loss_tracker(self))
+
+    def train_step(self, *args, **kwargs):
+        with self.training_outputs():
+            return super().train_step(*args, **kwargs)
+
+    def test_step(self, *args, **kwargs):
+        with self.training_outputs():
+            return super().test_step(*args, **kwargs)
+
+    def step_outputs(self, y_pred, training=True):
+        """`StepOutputs` of what `call` returned (the structure, or the head's output)."""
+        step = self.optimizer.iterations if getattr(self, "optimizer", None) is not None else 0
+        # Static sizes wherever XLA compiles the step (Keras' or the trainer's jit_compile).
+        return StepOutputs.from_prediction(
+            y_pred, self.head, step=step, training=training,
+            static_size=in_xla_context() or bool(getattr(self, "jit_compile", False)))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The objective's per-token mean (`Objective.compute_loss`), plus `self.losses`."""
+        if self.objective is None:
+            return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        return self.objective.compute_loss(y, self.step_outputs(y_pred, training), sample_weight,
+                                           extra_losses=self.losses)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Compiled metrics, if any, see the head's output, computed for them in a loss step."""
+        if isinstance(y_pred, dict) and HIDDEN_OUTPUT in y_pred:
+            if not has_compiled_metrics(self):
+                return self.get_metrics_result()
+            y_pred = self.head(y_pred[HIDDEN_OUTPUT])
+        return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+class Seq2SeqModel(ObjectiveHooks, keras.Model):
     """Base class of the encoder–decoders that take any output head.
 
     Args:
@@ -70,10 +167,6 @@ class Seq2SeqModel(FirstReplicaBuild, keras.Model):
     loss, name: loss}` (one per head, see `Objective`) and builds
     `model.objective`; the rest goes to Keras.
     """
-
-    # The objective `compile` built (`None` before, or compiled without a loss).
-    objective = None
-    _returns_training_outputs = False
 
     def __init__(self, source_vocabulary_size, target_vocabulary_size, **kwargs):
         super().__init__(**kwargs)
@@ -159,22 +252,6 @@ class Seq2SeqModel(FirstReplicaBuild, keras.Model):
         h = self.teacher_forced(inputs["source_ids"], inputs["target_in"], training=training)
         return self.head_outputs(h, training)
 
-    @contextlib.contextmanager
-    def training_outputs(self):
-        """Inside this block `call` returns `{"hidden": h}`, what the losses read."""
-        previous = self._returns_training_outputs
-        self._returns_training_outputs = True
-        try:
-            yield
-        finally:
-            self._returns_training_outputs = previous
-
-    def head_outputs(self, hidden, training=False):
-        """What `call` returns: the head's output, or `{"hidden": h}` in a loss step."""
-        if self._returns_training_outputs:
-            return {HIDDEN_OUTPUT: hidden}
-        return self.head(hidden)
-
     def initial_decoding_state(self, source_ids, max_length=None):
         """The decoding state of a batch of sources (`DecodingModel`: `max_length` under
         XLA, for caches of that many steps; `None` elsewhere)."""
@@ -209,67 +286,6 @@ class Seq2SeqModel(FirstReplicaBuild, keras.Model):
         _, alignments = self.teacher_forced(source_ids, target_in, training=False,
                                             return_alignments=True)
         return alignments
-
-    # -- training: Keras' hooks, delegated to `self.objective` -------------
-    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, **kwargs):
-        objective = None
-        if loss is not None:
-            objective = Objective(loss, loss_weights,
-                                  {HEAD_OUTPUT: self.head, **self.auxiliary_heads()})
-        # Keras' own compiled loss would map losses onto outputs; ours maps them onto heads.
-        super().compile(optimizer=optimizer, loss=None, **kwargs)
-        self.objective = objective
-        self.loss = loss
-        self.loss_weights = loss_weights
-
-    def get_compile_config(self):
-        config = super().get_compile_config()
-        if config and self.objective is not None:
-            config.update(self.objective.get_config())
-        return config
-
-    def compile_from_config(self, config):
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.optimizer is not None and self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    @property
-    def metrics(self):
-        metrics = super().metrics
-        if self.objective is None:
-            return metrics
-        return self.objective.metrics(metrics, loss_tracker(self))
-
-    def train_step(self, *args, **kwargs):
-        with self.training_outputs():
-            return super().train_step(*args, **kwargs)
-
-    def test_step(self, *args, **kwargs):
-        with self.training_outputs():
-            return super().test_step(*args, **kwargs)
-
-    def step_outputs(self, y_pred, training=True):
-        """`StepOutputs` of what `call` returned (the structure, or the head's output)."""
-        step = self.optimizer.iterations if getattr(self, "optimizer", None) is not None else 0
-        # Static sizes wherever XLA compiles the step (Keras' or the trainer's jit_compile).
-        return StepOutputs.from_prediction(
-            y_pred, self.head, step=step, training=training,
-            static_size=in_xla_context() or bool(getattr(self, "jit_compile", False)))
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """The objective's per-token mean (`Objective.compute_loss`), plus `self.losses`."""
-        if self.objective is None:
-            return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-        return self.objective.compute_loss(y, self.step_outputs(y_pred, training), sample_weight,
-                                           extra_losses=self.losses)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        """Compiled metrics, if any, see the head's output, computed for them in a loss step."""
-        if isinstance(y_pred, dict) and HIDDEN_OUTPUT in y_pred:
-            if not has_compiled_metrics(self):
-                return self.get_metrics_result()
-            y_pred = self.head(y_pred[HIDDEN_OUTPUT])
-        return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     # -- parts ------------------------------------------------------------
     def auxiliary_heads(self):
