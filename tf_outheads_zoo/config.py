@@ -2,9 +2,9 @@
 
 A run is configured by four sections, each a frozen dataclass whose fields are
 its keys (type, default, one-line doc): `DataConfig` (corpus, cleaning,
-tokenizer, batching), a model section (`LSTMConfig` or `TransformerConfig`,
-chosen by `model.model_type`; the keys every model type has are those of
-`ModelConfig`), `TrainConfig` (optimizer, loss, schedule, budgets,
+tokenizer, batching), a model section (the section of the registered model
+type `model.model_type` names, `LSTMConfig`, `TransformerConfig` or a user's: see
+`tf_outheads_zoo.model_config`), `TrainConfig` (optimizer, loss, schedule, budgets,
 distribution) and `DecodeConfig`. `RunConfig` holds the four and a
 description. Everything that reads settings goes through the same checks:
 
@@ -36,6 +36,14 @@ import dataclasses
 import difflib
 import os
 
+from tf_outheads_zoo.model_config import (  # noqa: F401 (re-exported: the model sections)
+    MODEL_CONFIGS,
+    MODEL_TYPES,
+    LSTMConfig,
+    ModelConfig,
+    TransformerConfig,
+    unregister_model_type,
+)
 from tf_outheads_zoo.schema import (
     SAME_AS_DEFAULT,
     ConfigError,
@@ -43,6 +51,7 @@ from tf_outheads_zoo.schema import (
     check_positive,
     check_share,
     check_value,
+    field_choices,
     setting,
     type_name,
 )
@@ -127,62 +136,6 @@ class DataConfig:
         keys=("dim", "epochs", "path"))
 
 
-MODEL_TYPES = ("lstm", "transformer")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """The keys of every model type; `LSTMConfig` and `TransformerConfig` add their own."""
-
-    model_type: str = setting("lstm", "the zoo model: tf_outheads_zoo.LSTMSeq2Seq or "
-                              "tf_outheads_zoo.TransformerSeq2Seq", choices=MODEL_TYPES)
-    head: str | dict = setting(
-        "softmax", "output layer: a registered head name, or {class_name, config}",
-        keys=("class_name", "config"))
-    rewe: dict | None = setting(None, "ReWE head options (hidden_dim, embedding_dim, "
-                                "targets, prediction), or None: no ReWE head")
-    shared_private: dict | None = setting(
-        None, "shared-private embeddings (pairs, threshold, sharing_ratios), or None: "
-        "separate tables")
-
-
-@dataclasses.dataclass(frozen=True)
-class LSTMConfig(ModelConfig):
-    """`tf_outheads_zoo.LSTMSeq2Seq`: attentional LSTM (Luong et al. 2015); defaults are the class's."""
-
-    embedding_dim: int = setting(512, "target (and source) embedding size")
-    source_embedding_dim: int | None = setting(None, "source embedding size; None: "
-                                               "embedding_dim")
-    hidden_dim: int = setting(512, "LSTM units (both directions together when bidirectional)")
-    num_layers: int = setting(2, "LSTM layers of the encoder and of the decoder")
-    encoder_layers: int | None = setting(None, "encoder layers; None: num_layers")
-    decoder_layers: int | None = setting(None, "decoder layers; None: num_layers")
-    bidirectional_encoder: bool = setting(False, "a bidirectional encoder")
-    dropout: float = setting(0.3, "dropout between layers and on the attentional state")
-    input_feeding: bool = setting(True, "feed the previous attentional state to the decoder")
-    attention_score: str = setting("general", "Luong attention score",
-                                   choices=("general", "dot"))
-    uniform_init: float | None = setting(0.1, "every weight drawn from U(-a, a) "
-                                         "(OpenNMT-py); None: Keras' initialisers")
-
-
-@dataclasses.dataclass(frozen=True)
-class TransformerConfig(ModelConfig):
-    """`tf_outheads_zoo.TransformerSeq2Seq` (Vaswani et al. 2017); defaults are the class's (base)."""
-
-    model_dim: int = setting(512, "d_model")
-    ffn_dim: int = setting(2048, "d_ff, the feed-forward inner size")
-    num_heads: int = setting(8, "attention heads")
-    encoder_layers: int = setting(6, "encoder layers")
-    decoder_layers: int = setting(6, "decoder layers")
-    dropout: float = setting(0.1, "dropout on residuals and embeddings")
-    attention_dropout: float = setting(0.1, "dropout on attention weights")
-    ffn_dropout: float = setting(0.1, "dropout inside the feed-forward block")
-    norm: str = setting("post", "layer norm placement", choices=("post", "pre"))
-
-
-MODEL_CONFIGS = {"lstm": LSTMConfig, "transformer": TransformerConfig}
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -191,8 +144,10 @@ class TrainConfig:
     learning_rate: float | None = setting(1e-3, "Adam's learning rate; None: given by "
                                           "learning_rate_schedule")
     learning_rate_schedule: dict | None = setting(
-        None, "None, or {name: inverse_sqrt, warmup_steps, scale} (replaces learning_rate)")
-    optimizer: str = setting("adam", "optimizer", choices=("adam", "lazy_adam"))
+        None, "None, or a registered schedule and its options, {name: inverse_sqrt, "
+        "warmup_steps, scale} (replaces learning_rate)")
+    optimizer: str = setting("adam", "a registered optimizer (`tf-outheads components` "
+                             "lists them)")
     adam_beta_2: float | None = setting(None, "Adam's beta_2; None: Keras' 0.999")
     adam_epsilon: float | None = setting(None, "Adam's epsilon; None: Keras' 1e-7")
     clipnorm: float | None = setting(None, "clip each gradient to this norm on its own")
@@ -202,8 +157,9 @@ class TrainConfig:
     sampled_softmax: dict | None = setting(
         None, "SampledSoftmaxLoss options ({fraction, mode, ...}), or None: full softmax")
     loss: dict | None = setting(
-        None, "a loss by name for heads that need their own ({class_name: vmf, cosine or "
-        "mse, config}); None: cross-entropy (or the sampled softmax)",
+        None, "a registered loss ({class_name, config}; `tf-outheads components` lists "
+        "them); None: the head's own (categorical heads: cross-entropy, or the sampled "
+        "softmax; the continuous head: vMF)",
         keys=("class_name", "config"))
     rewe: dict | None = setting(None, "ReWE loss {weight, distance: cosine or mse} of a "
                                 "model with model.rewe, or None", keys=("weight", "distance"))
@@ -553,8 +509,8 @@ def reference_markdown():
     def table(title, fields):
         rows = [f"### {title}", "", "| key | type | default | |", "|---|---|---|---|"]
         for field in fields:
-            if field.metadata["choices"]:
-                kind = " or ".join(f"`{choice}`" for choice in field.metadata["choices"])
+            if field_choices(field):
+                kind = " or ".join(f"`{choice}`" for choice in field_choices(field))
             else:
                 kind = type_name(field.type)
             doc = field.metadata["doc"].replace("|", "\\|")

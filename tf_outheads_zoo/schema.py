@@ -24,7 +24,8 @@ def setting(default, doc, *, legacy=SAME_AS_DEFAULT, choices=None, keys=None, ch
         doc: str, one line: what the key does (docs/presets.md prints it).
         legacy: the value for a stored `preset.json` written before the key
             existed (what the code did without it). Defaults to `default`.
-        choices: tuple of the allowed values, or `None`.
+        choices: tuple of the allowed values, a callable returning it (a registry
+            read when a value is checked), or `None`.
         keys: tuple of the keys a dict value may have, or `None` (any).
         check: callable `(value, dotted)` that raises `ConfigError` for a value
             of the right type but the wrong shape, or `None`.
@@ -35,6 +36,12 @@ def setting(default, doc, *, legacy=SAME_AS_DEFAULT, choices=None, keys=None, ch
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
                                  metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def field_choices(field):
+    """The allowed values of `field` (its `choices`, called if callable), or `None`."""
+    choices = field.metadata["choices"]
+    return tuple(choices()) if callable(choices) else choices
 
 
 def check_share(value, dotted):
@@ -130,7 +137,7 @@ def check_value(field, value, dotted, source):
     except TypeError:
         raise ConfigError(f"{source}: {dotted} must be {type_name(field.type)}. "
                           f"Received: {dotted}={value!r}") from None
-    choices = field.metadata["choices"]
+    choices = field_choices(field)
     if choices is not None and value is not None and value not in choices:
         raise ConfigError(f"{source}: {dotted} must be one of {', '.join(map(repr, choices))}. "
                           f"Received: {dotted}={value!r}")

@@ -29,15 +29,13 @@ from tf_outheads.training.trainer import fit as train_model
 # Re-exported: these lived here before the split (tests, benchmarks and tutorials import
 # them from `tf_outheads_zoo.train`).
 from tf_outheads_zoo.components import (  # noqa: F401
-    LEARNING_RATE_SCHEDULES,
-    LOSSES,
-    MODEL_TYPES,
-    OPTIMIZERS,
     build_model,
     build_optimizer,
+    check_components,
     learning_rate,
     model_arguments,
     prepare_target_vectors,
+    run_config,
     training_loss,
 )
 from tf_outheads_zoo.curves import LossCurves
@@ -111,6 +109,7 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     """
     start = time.time()
     preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file, log=log)
+    check_components(preset)  # every registered name it gives, before anything is written
     check_data_files(preset["data"], run_dir)
     train_config = preset["train"]
     strategy = tfo_strategy.make_strategy(train_config["strategy"],
@@ -260,30 +259,20 @@ def _build_model(preset, data, resource_dir, strategy, chief_first, log):
     preset = {**preset, "model": chief_first(lambda: resolve_pairs(
         preset["model"], train, data.source_tokenizer, target_tokenizer, resource_dir,
         log=log))}
+    config = run_config(preset)
     with strategy.scope():  # variables mirrored on every replica
-        model = build_model(preset, data.source_tokenizer.vocab_size,
+        model = build_model(config, data.source_tokenizer.vocab_size,
                             target_tokenizer.vocab_size)
-        if hasattr(model.head, "set_target_vectors"):
+        # A continuous head, a ReWE head regressing pretrained vectors: one FastText table.
+        readers = model.target_vector_layers()
+        if readers:
             table = chief_first(lambda: prepare_target_vectors(
                 data_config, train, target_tokenizer, resource_dir, train_config["seed"],
                 log=log))
-            model.head.set_target_vectors(table.vectors)
-        rewe = getattr(model, "rewe", None)
-        if rewe is not None and rewe.targets == "pretrained":
-            # ReWE regressing pretrained vectors: the same FastText table, frozen.
-            table = chief_first(lambda: prepare_target_vectors(
-                data_config, train, target_tokenizer, resource_dir, train_config["seed"],
-                log=log))
-            rewe.set_target_vectors(table.vectors)
-        loss_keywords = training_loss(train_config)
-        optimizer = build_optimizer(preset)
-        compile_for_translation(
-            model,
-            learning_rate=train_config["learning_rate"],
-            clipnorm=train_config["clipnorm"],
-            optimizer=optimizer,
-            **loss_keywords,
-        )
+            for layer in readers:
+                layer.set_target_vectors(table.vectors)
+        loss_keywords = training_loss(config.train)
+        compile_for_translation(model, optimizer=build_optimizer(config), **loss_keywords)
     return preset, model, loss_keywords
 
 

@@ -34,6 +34,7 @@ from tf_outheads.validation import positive_int
 # The layers; importable from here as before they had their own module.
 from tf_outheads_zoo.transformer_layers import (  # noqa: F401
     LAYER_NORM_EPSILON,
+    MultiHeadAttention,
     NORMS,
     TransformerDecoder,
     TransformerDecoderLayer,

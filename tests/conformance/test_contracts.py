@@ -13,19 +13,15 @@ import tensorflow as tf
 
 from tf_outheads.layers import HEADS, ContinuousOutputHead
 from tf_outheads.models import AuxiliaryHead, DecodingModel, OutputHead, Seq2SeqModel
-from tf_outheads_zoo.lstm import LSTMSeq2Seq
-from tf_outheads_zoo.transformer import TransformerSeq2Seq
+from tf_outheads_zoo.config import MODEL_TYPES
 
 SOURCE_VOCAB, TARGET_VOCAB, SIZE = 23, 19, 16
-MODELS = {
-    "lstm": lambda **kw: LSTMSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, embedding_dim=SIZE,
-                                     hidden_dim=SIZE, num_layers=1, dropout=0.0, **kw),
-    "transformer": lambda **kw: TransformerSeq2Seq(SOURCE_VOCAB, TARGET_VOCAB, model_dim=SIZE,
-                                                   ffn_dim=32, num_heads=2, encoder_layers=1,
-                                                   decoder_layers=1, dropout=0.0,
-                                                   attention_dropout=0.0, ffn_dropout=0.0,
-                                                   **kw),
-}
+
+
+def build(model_type, **kwargs):
+    """A small instance of a registered model type (its section's `small` arguments)."""
+    section = MODEL_TYPES[model_type]
+    return section.model_class()(SOURCE_VOCAB, TARGET_VOCAB, **section.small, **kwargs)
 
 
 def head_spec(name):
@@ -43,12 +39,13 @@ def batch():
     return {"source_ids": source, "target_in": target_in}
 
 
-@pytest.mark.parametrize("model_name", sorted(MODELS))
+@pytest.mark.parametrize("model_name", sorted(MODEL_TYPES))
 @pytest.mark.parametrize("head", sorted(HEADS))
 def test_every_head_in_every_model_keeps_the_contracts(model_name, head):
-    model = MODELS[model_name](head=head_spec(head), rewe={"hidden_dim": 4})
-    if hasattr(model.head, "set_target_vectors"):
-        model.head.set_target_vectors(np.random.default_rng(1).normal(size=(TARGET_VOCAB, 8)))
+    model = build(model_name, head=head_spec(head), rewe={"hidden_dim": 4})
+    for layer in model.target_vector_layers():  # the continuous head (ReWE learns its own)
+        layer.set_target_vectors(np.random.default_rng(1).normal(size=(TARGET_VOCAB, 8)))
+    assert isinstance(model.head.default_loss(), keras.losses.Loss)
     assert isinstance(model, Seq2SeqModel) and isinstance(model, DecodingModel)
     assert isinstance(model.head, OutputHead) and model.head.vocabulary_size == TARGET_VOCAB
     assert set(model.auxiliary_heads()) == {"rewe"}
@@ -77,9 +74,9 @@ def test_every_head_in_every_model_keeps_the_contracts(model_name, head):
     np.testing.assert_allclose(np.asarray(alignments)[2, :, 3:], 0.0)  # source padding
 
 
-@pytest.mark.parametrize("model_name", sorted(MODELS))
+@pytest.mark.parametrize("model_name", sorted(MODEL_TYPES))
 def test_the_base_config_round_trips_the_shared_parts(model_name):
-    model = MODELS[model_name](head="tied", rewe={"hidden_dim": 4})
+    model = build(model_name, head="tied", rewe={"hidden_dim": 4})
     config = model.get_config()
     for key in ("source_vocabulary_size", "target_vocabulary_size", "head", "rewe",
                 "shared_private"):

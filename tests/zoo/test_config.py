@@ -164,7 +164,6 @@ def test_values_are_checked_and_coerced_to_the_key_type():
             ({"data.vocab_size": 1.5}, "data.vocab_size must be int"),
             ({"data.joint_vocabulary": 1}, "data.joint_vocabulary must be bool"),
             ({"train.max_steps": "None"}, "train.max_steps must be int or None"),
-            ({"train.optimizer": "sgd"}, "train.optimizer must be one of 'adam', 'lazy_adam'"),
             ({"model.norm": "sandwich"}, "model.norm applies to model_type 'transformer'"),
             ({"data.target_vectors": {"dims": 300}}, "takes the keys dim, epochs, path"),
             ({"train.loss": {"config": {}}}, "train.loss needs a 'class_name'"),

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tf_outheads_zoo import cli
+from tf_outheads_zoo import catalogue, cli
 from tf_outheads_zoo.presets import PRESETS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_markdown_has_one_row_of_four_cells_per_preset(capsys):
 
 def test_every_family_has_a_title():
     families = {"-".join(name.split("-")[:2]) for name in PRESETS}
-    assert families <= set(cli._PRESET_FAMILIES)
+    assert families <= set(catalogue.PRESET_FAMILIES)
 
 
 @pytest.mark.parametrize("argv", [[], ["--markdown"]], ids=["plain", "markdown"])

@@ -13,13 +13,15 @@ import numpy as np
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.layers.heads import register_head
+from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.ops.bessel import log_vmf_normalizer
+from tf_outheads.registry import register_head
 from tf_outheads.validation import positive_int
 
 SCORINGS = ("posterior", "log_likelihood", "cosine")
 
 
+@register_head("continuous")
 @export
 class ContinuousOutputHead(keras.layers.Layer):
     """Predicts a target word vector ê ∈ R^m; scores words by the vMF likelihood.
@@ -127,6 +129,9 @@ class ContinuousOutputHead(keras.layers.Layer):
         if self._initial_vectors is not None:
             self.target_table.assign(self._initial_vectors)
 
+    # Its table comes from pretrained word vectors (`Seq2SeqModel.target_vector_layers`).
+    needs_target_vectors = True
+
     def set_target_vectors(self, vectors):
         """Replace the target table (rows L2-normalised here)."""
         vectors = self._normalised(vectors)
@@ -134,6 +139,17 @@ class ContinuousOutputHead(keras.layers.Layer):
             self._initial_vectors = vectors
         else:
             self.target_table.assign(vectors)
+
+    def default_loss(self, label_smoothing=0.0):
+        """The loss this head trains with unless told otherwise: the regularised vMF
+        NLL of Kumar & Tsvetkov (2019), with the λ1 = 0.02 and λ2 = 0.1 of their
+        regularised losses (the presets' vMF runs): `VMFLoss(norm_penalty=0.02,
+        dot_scale=0.1)`. A continuous output has no
+        label smoothing: any other value raises `ValueError`."""
+        if label_smoothing:
+            raise ValueError("A continuous head's vMF loss has no label smoothing. "
+                             f"Received: label_smoothing={label_smoothing!r}")
+        return VMFLoss(norm_penalty=0.02, dot_scale=0.1)
 
     def target_vectors(self):
         """The frozen unit-norm target table `(V, m)`, float32."""
@@ -191,5 +207,3 @@ class ContinuousOutputHead(keras.layers.Layer):
         })
         return config
 
-
-register_head("continuous", ContinuousOutputHead)

@@ -23,6 +23,8 @@ import keras
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
+from tf_outheads.registry import HEADS, register_head
 
 
 def target_embedding_argument(embedding):
@@ -55,6 +57,11 @@ class CategoricalHead(keras.layers.Layer):
     uses_target_embedding = False
     # Which of Pappas et al. (2018) Eq. 8–10, 16 counts this head's capacity.
     capacity_equation = "parameters of the head"
+
+    def default_loss(self, label_smoothing=0.0):
+        """The loss a categorical head trains with unless told otherwise: the masked
+        token cross-entropy (`MaskedSequenceCrossEntropy`), with `label_smoothing`."""
+        return MaskedSequenceCrossEntropy(label_smoothing=label_smoothing)
 
     def project_hidden(self, h):
         """Decoder output as seen by the output layer: ``(..., d_h) → (..., d_o)``."""
@@ -182,6 +189,7 @@ class CategoricalHead(keras.layers.Layer):
         }
 
 
+@register_head("softmax")
 @export
 class SoftmaxHead(CategoricalHead):
     """The untied softmax output layer: ``logits = h · Wᵀ + b``.
@@ -279,6 +287,7 @@ class SoftmaxHead(CategoricalHead):
         return config
 
 
+@register_head("tied")
 @export
 class TiedSoftmaxHead(CategoricalHead):
     """Weight tying: the target input embedding is the output weight matrix.
@@ -392,16 +401,6 @@ class TiedSoftmaxHead(CategoricalHead):
             }
         )
         return config
-
-
-# Short names for presets and the CLI. Heads of other modules register here too.
-HEADS = {"softmax": SoftmaxHead, "tied": TiedSoftmaxHead}
-
-
-def register_head(name, cls):
-    """Make a head class available to models and presets under a short name."""
-    HEADS[name] = cls
-    return cls
 
 
 def head_to_spec(head):

@@ -13,8 +13,8 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.layers.heads import CategoricalHead
-from tf_outheads.layers.heads import register_head
 from tf_outheads.layers.heads import target_embedding_argument
+from tf_outheads.registry import register_head
 
 
 def _check_flag(name, value):
@@ -22,6 +22,7 @@ def _check_flag(name, value):
         raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
 
 
+@register_head("joint")
 @export
 class JointEmbeddingHead(CategoricalHead):
     """Joint input-output embedding head (Pappas et al. 2018, Eq. 14–15).
@@ -241,5 +242,3 @@ class JointEmbeddingHead(CategoricalHead):
         )
         return config
 
-
-register_head("joint", JointEmbeddingHead)

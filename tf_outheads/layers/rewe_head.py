@@ -216,6 +216,12 @@ class ReWEHead(keras.layers.Layer):
                 self.target_table.assign(self._initial_vectors)
                 self._initial_vectors = None
 
+    @property
+    def needs_target_vectors(self):
+        """Whether it regresses pretrained vectors (`targets="pretrained"`), whose table
+        `set_target_vectors` gives it (`Seq2SeqModel.target_vector_layers`)."""
+        return self.targets == "pretrained"
+
     def set_target_vectors(self, vectors):
         """Replace the pretrained table (`targets="pretrained"`), rows as given."""
         if self.targets != "pretrained":

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.registry import register_loss
 from tf_outheads.compat import set_keras_mask
 from tf_outheads.data.special_tokens import PAD_ID
 
@@ -85,6 +86,7 @@ def float32_only(dtype, owner):
     return "float32"
 
 
+@register_loss("cross_entropy")
 @export
 class MaskedSequenceCrossEntropy(keras.losses.Loss):
     """Keras loss: sequence cross-entropy averaged over non-padding tokens.

@@ -18,6 +18,7 @@ import numpy as np
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.registry import register_loss
 from tf_outheads.compat import set_keras_mask
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import float32_only
@@ -257,6 +258,7 @@ class EmbeddingTargetLoss(keras.losses.Loss):
         return config
 
 
+@register_loss("cosine")
 @export
 class CosineEmbeddingLoss(EmbeddingTargetLoss):
     """Keras loss: cosine distance `1 − cos(ê, e(y))` per non-padding token.
@@ -303,6 +305,7 @@ class CosineEmbeddingLoss(EmbeddingTargetLoss):
         return cosine_embedding_loss(target_vectors, y_pred)
 
 
+@register_loss("mse")
 @export
 class MSEEmbeddingLoss(EmbeddingTargetLoss):
     """Keras loss: squared error ‖ê − e(y)‖² (summed over features) per non-padding token.

@@ -16,6 +16,7 @@ import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.registry import register_loss
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import sequence_cross_entropy_per_token
@@ -144,6 +145,7 @@ def sampled_softmax_loss(head, hidden, y_true, seed, mode="batch", fraction=None
     return ops.divide_no_nan(ops.sum(per_token), ops.sum(ops.cast(mask, "float32")))
 
 
+@register_loss("sampled_softmax")
 @export
 class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
     """Keras loss for sampled-softmax training of a seq2seq model's head.

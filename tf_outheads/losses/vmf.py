@@ -19,6 +19,7 @@ import numbers
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.registry import register_loss
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.embedding_regression import EmbeddingTargetLoss
 from tf_outheads.losses.embedding_regression import masked_per_token
@@ -148,6 +149,7 @@ def vmf_loss(y_true, y_pred, target_embeddings, normalizer="exact", norm_penalty
     return reduce_per_token(per_token, mask, reduction)
 
 
+@register_loss("vmf")
 @export
 class VMFLoss(EmbeddingTargetLoss):
     """Keras loss: the von Mises–Fisher NLL of the gold words' vectors.

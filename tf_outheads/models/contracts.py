@@ -20,7 +20,11 @@ class OutputHead(typing.Protocol):
     - `scores(h_t, cache)`: one step's decoder output `(B, d_h)` → per-word
       log-scores `(B, V)` float32; every search sees only these.
     - `vocabulary_size`: `V`.
+    - `default_loss(label_smoothing=0.0)`: the loss `compile_for_translation`
+      trains it with unless told otherwise (categorical heads: the masked
+      cross-entropy; the continuous head: the vMF loss).
 
+    A head class registers its short name with `tf_outheads.registry.register_head`.
     Categorical heads also have `logits_for(h, candidate_ids)` (sampled
     softmax); continuous heads `target_vectors()` (their loss's table).
     """
@@ -34,6 +38,9 @@ class OutputHead(typing.Protocol):
         ...
 
     def scores(self, h_t, cache):
+        ...
+
+    def default_loss(self, label_smoothing=0.0):
         ...
 
 

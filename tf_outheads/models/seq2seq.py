@@ -63,6 +63,12 @@ class ObjectiveHooks(FirstReplicaBuild):
         """`{name: layer}`: heads trained next to the output layer (none here)."""
         return {}
 
+    def target_vector_layers(self):
+        """The head and auxiliary heads that read a table of pretrained target word
+        vectors (`needs_target_vectors`), each given it with `set_target_vectors`."""
+        return [layer for layer in (self.head, *self.auxiliary_heads().values())
+                if getattr(layer, "needs_target_vectors", False)]
+
     @contextlib.contextmanager
     def training_outputs(self):
         """Inside this block `call` returns `{"hidden": h}`, what the losses read."""

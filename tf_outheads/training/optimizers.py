@@ -5,8 +5,15 @@ import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.registry import register_optimizer
 
 
+# Keras' Adam, as presets name it (OpenNMT-py's and fairseq's optimizer of these models).
+register_optimizer("adam", keras.optimizers.Adam,
+                   description="Keras' Adam (Kingma & Ba 2015)")
+
+
+@register_optimizer("lazy_adam")
 @export
 class LazyAdam(keras.optimizers.Adam):
     """Adam whose sparse gradients update only the rows they touch.

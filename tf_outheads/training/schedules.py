@@ -6,9 +6,11 @@ import keras
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.registry import register_schedule
 from tf_outheads.validation import positive_int
 
 
+@register_schedule("inverse_sqrt")
 @export
 class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up, then decay with the inverse square root of the step.

@@ -8,7 +8,7 @@ from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.objective import HEAD_OUTPUT
 from tf_outheads.training.callbacks import (BestWeights, BleuCallback, EarlyStopping,
                                            EpochHistory, StepLimit, TimeLimit)
-from tf_outheads.training.optimizers import LazyAdam
+from tf_outheads.registry import OPTIMIZERS
 
 
 def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoothing=0.0,
@@ -16,12 +16,13 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
                             auxiliary_weights=None):
     """Compile `model` with Adam, gradient clipping and the masked sequence loss.
 
-    `optimizer` is a Keras optimizer, or `"adam"` (default) / `"lazy_adam"`
-    (`LazyAdam`: sparse gradients of sampled training update only their rows),
-    built with `learning_rate` and `clipnorm`.
+    `optimizer` is a Keras optimizer, or a name of `tf_outheads.registry.OPTIMIZERS`:
+    `"adam"` (default), `"lazy_adam"` (`LazyAdam`: sparse gradients of sampled
+    training update only their rows); built with `learning_rate` and `clipnorm`.
 
-    `loss` replaces the default `MaskedSequenceCrossEntropy(label_smoothing)`
-    of the model's head, e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has
+    `loss` replaces the default, the head's `default_loss(label_smoothing)`
+    (categorical heads: `MaskedSequenceCrossEntropy(label_smoothing)`; the
+    continuous head: the regularised `VMFLoss`), e.g. `SampledSoftmaxLoss(fraction=0.05)` (which has
     its own `label_smoothing`; giving both is refused).
 
     Every auxiliary head of the model (`model.auxiliary_heads()`, e.g. the ReWE
@@ -39,12 +40,14 @@ def compile_for_translation(model, learning_rate=1e-3, clipnorm=5.0, label_smoot
         ValueError: `loss` with `label_smoothing`, or an auxiliary loss or
             weight for a head the model does not have (the message lists them).
     """
-    if optimizer is None or optimizer == "adam":
-        optimizer = keras.optimizers.Adam(learning_rate=learning_rate, clipnorm=clipnorm)
-    elif optimizer == "lazy_adam":
-        optimizer = LazyAdam(learning_rate=learning_rate, clipnorm=clipnorm)
+    if optimizer is None or isinstance(optimizer, str):
+        optimizer = OPTIMIZERS.lookup(optimizer or "adam", "optimizer")(
+            learning_rate=learning_rate, clipnorm=clipnorm)
     if loss is None:
-        loss = MaskedSequenceCrossEntropy(label_smoothing=label_smoothing)
+        head = getattr(model, "head", None)
+        loss = (head.default_loss(label_smoothing=label_smoothing)
+                if callable(getattr(head, "default_loss", None))
+                else MaskedSequenceCrossEntropy(label_smoothing=label_smoothing))
     elif label_smoothing:
         raise ValueError("Give label smoothing to the loss itself when passing `loss`. "
                          f"Received: loss={loss!r}, label_smoothing={label_smoothing}")
