@@ -2,7 +2,8 @@
 
 The public surface is the explicit list below (`__all__`); submodules
 (`tf_outheads.data`, `.decoding`, `.export`, `.metrics`, `.models`, `.training`) hold
-the rest.
+the rest, and `tf_outheads.registry` the names configurations give heads, losses,
+optimizers and schedules (importing this package registers the built-in ones).
 """
 
 from tf_outheads import data

@@ -34,6 +34,7 @@ the model class (`tf_outheads_zoo.components.model_arguments` splits them).
 import copy
 import dataclasses
 import difflib
+import importlib
 import os
 
 from tf_outheads_zoo.model_config import (  # noqa: F401 (re-exported: the model sections)
@@ -285,6 +286,8 @@ class RunConfig:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
     description: str = ""
+    # Modules that register the run's own components (`import_components`).
+    imports: tuple = ()
 
     def updated(self, changes, source="configuration", description=None):
         """A copy with `changes` (`{section: {key: value}}`) applied, checked.
@@ -326,7 +329,7 @@ class RunConfig:
                     _unknown_key(section, key, value, source, sections["model"].model_type)
                 checked[key] = check_value(fields[key], value, f"{section}.{key}", source)
             sections[section] = dataclasses.replace(current, **checked)
-        return RunConfig(**sections,
+        return RunConfig(**sections, imports=self.imports,
                          description=self.description if description is None else description)
 
     def with_overrides(self, overrides, source="configuration"):
@@ -342,13 +345,14 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, values, source="configuration", stored=False):
-        """The config of a plain `{description?, data, model, train, decode}` dict
-        (`to_dict`'s layout or the new one). Keys it lacks get the defaults, or with
+        """The config of a plain `{description?, imports?, data, model, train, decode}`
+        dict (`to_dict`'s layout). Its `imports` are imported first. Keys it lacks get the defaults, or with
         `stored=True` (a run directory's `preset.json`) their `legacy` values."""
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: expected a mapping with the sections "
                               f"{', '.join(SECTIONS)}. Received: {type(values).__name__}")
-        extra = sorted(set(values) - set(SECTIONS) - {"description"})
+        base = cls().with_imports(values.get("imports") or [], source)  # before any check
+        extra = sorted(set(values) - set(SECTIONS) - {"description", "imports"})
         if extra:
             raise _unknown_section(extra[0], source, f"{extra[0]}={values[extra[0]]!r}")
         changes = {section: values[section] for section in SECTIONS if section in values}
@@ -373,10 +377,18 @@ class RunConfig:
         if not isinstance(description, str):
             raise ConfigError(f"{source}: description must be str. "
                               f"Received: description={description!r}")
-        return cls().updated(changes, source, description=description)
+        return base.updated(changes, source, description=description)
+
+    def with_imports(self, modules, source="configuration"):
+        """A copy that also imports `modules` (`import_components`; imported here, so
+        that the model types and names they register are known to the checks)."""
+        modules = import_components(modules, source)
+        return dataclasses.replace(
+            self, imports=self.imports + tuple(m for m in modules if m not in self.imports))
 
     def to_dict(self):
-        """The plain nested dict the zoo reads: `{description, data, model, train, decode}`.
+        """The plain nested dict the zoo reads: `{description, data, model, train, decode}`,
+        and `imports` when there are any.
 
         `model` holds `model_type` and the model class's keyword arguments (its
         own keys first, then `head`, `rewe`, `shared_private`): `model_arguments`
@@ -390,11 +402,36 @@ class RunConfig:
                if f.name not in common and f.name != "model_type"]
         return {
             "description": self.description,
+            **({"imports": list(self.imports)} if self.imports else {}),
             "data": values(self.data, [f.name for f in dataclasses.fields(self.data)]),
             "model": values(self.model, ["model_type"] + own + common),
             "train": values(self.train, [f.name for f in dataclasses.fields(self.train)]),
             "decode": values(self.decode, [f.name for f in dataclasses.fields(self.decode)]),
         }
+
+
+def import_components(modules, source="configuration"):
+    """Import `modules` (names of importable modules: installed, or on `PYTHONPATH`), which
+    register a run's own model types, heads, losses, optimizers or schedules; returns
+    them as a tuple. A run file's `imports:` and a stored `preset.json`'s go through here,
+    so `train`, `translate`, `export` and the studies know the same names.
+
+    Raises:
+        ConfigError: naming `source`, for a value that is not a list of module names or
+            a module that cannot be found.
+    """
+    if isinstance(modules, str) or not all(isinstance(m, str) and m for m in modules):
+        raise ConfigError(f"{source}: imports must be a list of module names. "
+                          f"Received: imports={modules!r}")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            raise ConfigError(
+                f"{source}: imports: cannot import {module!r} ({error}); the module that "
+                "registers your components must be importable (installed, or its directory "
+                f"on PYTHONPATH). Received: imports={list(modules)!r}") from None
+    return tuple(modules)
 
 
 def apply_overrides(preset, overrides, name):

@@ -36,7 +36,7 @@ def resolve_paths(data, base):
     return {**data, **paths}
 
 
-RUN_FILE_KEYS = ("preset", "description") + SECTIONS
+RUN_FILE_KEYS = ("preset", "description", "imports") + SECTIONS
 
 
 def _read_mapping(path):
@@ -91,6 +91,7 @@ def read_run_config(path, overrides=None):
     if not isinstance(description, str):
         raise ConfigError(f"{path}: description must be str. "
                           f"Received: description={description!r}")
+    config = config.with_imports(values.get("imports") or [], path)
     changes = {section: values[section] for section in SECTIONS
                if values.get(section) is not None}
     if isinstance(changes.get("data"), dict):
@@ -129,6 +130,15 @@ def load_run_config(path, overrides=None):
 
     Relative paths in the `data` section are relative to the run file's
     directory (`resolve_paths`); the stored `preset.json` holds them absolute.
+
+    `imports:` lists modules that register the run's own components (a model type,
+    a head, a loss: docs/architecture.md, "Registries"), imported before the
+    sections are checked; `preset.json` keeps the list, so `translate`, `export`
+    and a resumed run import them too::
+
+        imports: [my_project.heads]
+        preset: lstm-cpu
+        model: {head: my_head}
 
     Args:
         path: str or path-like.

@@ -140,3 +140,69 @@ def test_the_components_command_lists_every_registry(capsys):
             assert f"\n  {name} " in out, name
     for name in MODEL_TYPES:
         assert f"\n  {name} " in out
+
+
+# -- a run's own components: imports ---------------------------------------------------------
+
+MODULE = '''
+import dataclasses
+
+from tf_outheads_zoo.config import ModelConfig
+from tf_outheads_zoo.schema import setting
+
+
+@dataclasses.dataclass(frozen=True)
+class WideConfig(ModelConfig, model_type="{name}", model="keras.layers:GRU"):
+    "A user's model type, registered by importing its module."
+    units: int = setting(32, "GRU units")
+'''
+
+
+@pytest.fixture()
+def user_module(tmp_path, monkeypatch, request):
+    """An importable module (on sys.path, not imported yet) registering a model type."""
+    name = f"user_components_{request.node.name.split('[')[0][-20:]}"
+    (tmp_path / f"{name}.py").write_text(MODULE.replace("{name}", name), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    unregister_model_type(name)
+    import sys
+
+    sys.modules.pop(name, None)
+
+
+def test_a_run_file_imports_the_modules_of_its_components(user_module, tmp_path):
+    import json
+    import sys
+
+    from tf_outheads_zoo.stored import read_run_config, read_stored_preset
+
+    run_file = tmp_path / "mine.yaml"
+    run_file.write_text(f"imports: [{user_module}]\npreset: lstm-tiny\n"
+                        f"model: {{model_type: {user_module}, units: 4}}\n", encoding="utf-8")
+    assert user_module not in sys.modules
+    name, config = read_run_config(str(run_file))
+    assert user_module in sys.modules and config.imports == (user_module,)
+    preset = config.to_dict()
+    assert preset["imports"] == [user_module] and preset["model"]["units"] == 4
+
+    # preset.json keeps the list: reading it imports the module (translate, export, resume).
+    stored = tmp_path / "preset.json"
+    stored.write_text(json.dumps({"name": name, **preset}), encoding="utf-8")
+    unregister_model_type(user_module)
+    sys.modules.pop(user_module)
+    assert read_stored_preset(str(stored))[1]["model"]["model_type"] == user_module
+    assert user_module in sys.modules
+
+
+def test_an_import_that_fails_names_the_file_and_the_module(tmp_path):
+    from tf_outheads_zoo.stored import read_run_config
+
+    run_file = tmp_path / "mine.yaml"
+    run_file.write_text("imports: [no_such_module_here]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"mine.yaml: imports: cannot import "
+                                          "'no_such_module_here'.*PYTHONPATH"):
+        read_run_config(str(run_file))
+    run_file.write_text("imports: no_such_module_here\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="imports must be a list of module names"):
+        read_run_config(str(run_file))
