@@ -1,5 +1,7 @@
 """The statistics of a study: each run's BLEU, the paired tests of an arm's seeds against
-a baseline's runs of the same seeds, and whether a paper's claim held (`claim_verdict`).
+a baseline's runs of the same seeds, and whether a paper's claim held (`claim_verdict`);
+effects over seeds with their interval, minimum detectable effect and three-state verdict
+(`seed_effect`: issue 39, not yet what the reports print).
 
 An arm's *summary*, as `report.study_report` builds it and `claim_verdict` reads it, is a
 dict: `seeds` (sorted), `dev` and `test` (BLEU per seed, in that order), and against a
@@ -7,11 +9,16 @@ baseline `deltas` (test BLEU minus the baseline run's of the same seed) and `p_t
 (the paired bootstrap p-value of each of those seeds).
 """
 
+import dataclasses
 import json
+import math
 import os
 import statistics
 
 ALPHA = 0.05
+POWER = 0.8  # of the minimum detectable effect
+MAX_SEEDS = 100  # the seeds `seed_effect` looks for at most
+VERDICTS = ("holds", "contradicted", "inconclusive")
 
 
 def primary_score(results, split):
@@ -119,3 +126,129 @@ def claim_verdict(arm, baseline, claim):
                 f"{' / '.join(f'{p:.3f}' for p in arm['p_test'])})")
     verdict = "**holds in the mean**" if delta > 0 else "**not reproduced**"
     return f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU (no paired test against this arm)"
+
+
+# -- effects over seeds ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SeedEffect:
+    """An arm's effect against its baseline over training seeds (`seed_effect`).
+
+    Every number is in units of improvement (positive: the arm is better).
+
+    Attributes:
+        seeds: int, the paired seeds `n`.
+        mean, sd: the mean and sample standard deviation of the per-seed improvements.
+        low, high: the two-sided `1 - alpha` t interval of the mean over seeds.
+        p_value: the two-sided one-sample t-test of the mean against `threshold`.
+        mde: the minimum detectable effect: the true mean improvement (beyond
+            `threshold`) a study of `n` seeds with this spread finds with probability
+            `power` (noncentral t). `nan` below 2 seeds.
+        threshold: what the interval is compared with (0, or a claimed effect).
+        verdict: `"holds"` (interval above `threshold`), `"contradicted"` (below it) or
+            `"inconclusive"` (it contains it).
+        seeds_needed: for an inconclusive verdict, the seeds at which the minimum
+            detectable effect falls to the observed distance from `threshold` (the
+            seeds that would settle it if the observed mean and spread are the true
+            ones); `None` when settled, unknown (below 2 seeds, a mean on the
+            threshold) or above `MAX_SEEDS`.
+    """
+
+    seeds: int
+    mean: float
+    sd: float
+    low: float
+    high: float
+    p_value: float
+    mde: float
+    threshold: float
+    verdict: str
+    seeds_needed: int | None
+
+    def text(self, unit="BLEU", digits=2):
+        """One line: `holds: Δ +1.20 BLEU [+0.40, +2.00] over 5 seeds, p = 0.012; ...`."""
+        f = f"{{:+.{digits}f}}"
+        line = (f"{self.verdict}: Δ {f.format(self.mean)} {unit} "
+                f"[{f.format(self.low)}, {f.format(self.high)}] over {self.seeds} seeds, "
+                f"p = {self.p_value:.3g}")
+        if not math.isnan(self.mde):
+            line += f"; detectable at {POWER:.0%} power: {self.mde:.{digits}f} {unit}"
+        if self.verdict == "inconclusive":
+            line += (f"; about {self.seeds_needed} seeds would settle it"
+                     if self.seeds_needed else
+                     f"; no number of seeds up to {MAX_SEEDS} would settle it at this "
+                     "spread" if self.seeds >= 2 else "")
+        return line
+
+
+def detectable_effect(seeds, sd, alpha=ALPHA, power=POWER):
+    """The smallest true mean improvement a two-sided one-sample t-test over `seeds`
+    paired seeds with standard deviation `sd` detects with probability `power`:
+    δ with P(T' > t_{1-α/2, n-1}) = power, T' noncentral t (n - 1 degrees of freedom,
+    noncentrality δ√n / sd). The far tail, below -t, is left out (under 1e-3 of the
+    power at these effects). Close to the closed form (t_{1-α/2} + t_{power})·sd/√n:
+    within 5 % from 3 seeds."""
+    from scipy import optimize, stats
+
+    if seeds < 2 or not sd > 0:
+        return float("nan") if seeds < 2 else 0.0
+    dof = seeds - 1
+    critical = stats.t.ppf(1 - alpha / 2, dof)
+    root = math.sqrt(seeds)
+
+    def shortfall(effect):
+        return stats.nct.sf(critical, dof, effect * root / sd) - power
+
+    closed = (critical + stats.t.ppf(power, dof)) * sd / root
+    return float(optimize.brentq(shortfall, 0.5 * closed, 2.0 * closed, xtol=1e-6 * sd))
+
+
+def seed_effect(improvements, threshold=0.0, alpha=ALPHA, power=POWER):
+    """The effect over seeds of an arm against its baseline: interval, p-value, minimum
+    detectable effect and a three-state verdict (`SeedEffect`).
+
+    The per-seed differences are the unit: each seed trains both arms, so training
+    noise (the spread between seeds) is in them; a paired bootstrap over the
+    sentences of one pair of runs sees only test-set noise. The interval is the t
+    interval of their mean (scipy.stats), which needs no more than the seeds.
+
+    Args:
+        improvements: per-seed differences arm - baseline, oriented so that positive is
+            better (BLEU: arm - baseline; cross-entropy: baseline - arm).
+        threshold: float, what "holds" must beat: 0, or the claimed improvement.
+        alpha: float, two-sided level of the interval and the test.
+        power: float, of the minimum detectable effect and the seeds needed.
+    """
+    from scipy import stats
+
+    values = [float(v) for v in improvements]
+    n = len(values)
+    if n == 0:
+        raise ValueError("seed_effect needs at least one seed's improvement. Received: []")
+    mean = statistics.fmean(values)
+    if n < 2:
+        return SeedEffect(n, mean, float("nan"), float("-inf"), float("inf"), float("nan"),
+                          float("nan"), threshold, "inconclusive", None)
+    sd = statistics.stdev(values)
+    half = stats.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
+    low, high = mean - half, mean + half
+    if sd > 0:
+        p_value = float(stats.ttest_1samp(values, threshold).pvalue)
+    else:
+        p_value = 1.0 if mean == threshold else 0.0
+    verdict = "holds" if low > threshold else "contradicted" if high < threshold \
+        else "inconclusive"
+    needed = None
+    distance = abs(mean - threshold)
+    if (verdict == "inconclusive" and sd > 0 and distance > 0
+            and detectable_effect(MAX_SEEDS, sd, alpha, power) <= distance):
+        # The detectable effect falls with the seeds: the first count that reaches it.
+        low_seeds, needed = n, MAX_SEEDS
+        while needed - low_seeds > 1:
+            middle = (low_seeds + needed) // 2
+            if detectable_effect(middle, sd, alpha, power) <= distance:
+                needed = middle
+            else:
+                low_seeds = middle
+    return SeedEffect(n, mean, sd, low, high, p_value, detectable_effect(n, sd, alpha, power),
+                      threshold, verdict, needed)
