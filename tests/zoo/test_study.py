@@ -32,7 +32,7 @@ def _toy_study(corpus):
         steps=4, eval_every=2, notes="Fabricated runs.")
 
 
-def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0, steps=4):
+def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0, steps=4, dev_loss=4.0):
     """A finished run directory with what `results` reads."""
     from tf_outheads import metrics
     from tf_outheads_zoo.presets import get_preset
@@ -55,6 +55,9 @@ def _fake_run(run_dir, corpus, hyps_by_split, seconds=60.0, steps=4):
         for step in (2, 4):
             f.write(json.dumps({"step": step, "bleu": results["dev"]["bleu[en_web]"]["score"]
                                 * step / 4}) + "\n")
+    with open(os.path.join(run_dir, "history.csv"), "w") as f:
+        f.write(f"epoch,loss,step,val_bleu,val_loss\n0,6.0,2,1.0,{dev_loss + 1}\n"
+                f"1,5.0,4,2.0,{dev_loss}\n")
     with open(os.path.join(run_dir, "loss_curves.csv"), "w") as f:
         f.write("step,epoch,loss,tokens,time\n")
         for step in range(1, 5):
@@ -89,7 +92,8 @@ def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep"), 
         for seed in study_module.study_seeds(study, name):
             run_dir = study_module.arm_run_dir(runs_dir, study.arms[name], seed, study.steps,
                                                study.minutes)
-            _fake_run(run_dir, corpus, systems[name], steps=(steps or {}).get(name, 4))
+            _fake_run(run_dir, corpus, systems[name], steps=(steps or {}).get(name, 4),
+                      dev_loss={"weak": 4.5, "strong": 3.25, "sweep": 3.5}[name])
             run_dirs.append(run_dir)
     return run_dirs
 
@@ -104,18 +108,21 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     assert rows["sweep"][2] == "1234"
     # Identical runs per seed: sd 0, and three paired p-values below 0.05 for 'strong'.
     assert rows["strong"][4].endswith("± 0.00")
-    p_values = [float(p) for p in rows["strong"][6].split(" / ")]
+    p_values = [float(p) for p in rows["strong"][7].split(" / ")]
     assert len(p_values) == 3 and all(p < 0.05 for p in p_values)
-    assert float(rows["strong"][5]) > 10  # Δ test vs weak
+    delta, interval = rows["strong"][5].split(" ", 1)
+    assert float(delta) > 10 and interval == f"[{delta}, {delta}]"  # no spread over seeds
     assert rows["weak"][5] == "—"  # the baseline is not tested against itself
-    assert "strong beats weak (paper: +1 BLEU): **holds**" in text
-    assert "weak beats strong (paper: +1 BLEU): **not reproduced**" in text
+    assert rows["strong"][6] == "3.250 ± 0.000"  # the last dev evaluation's loss
+    assert "strong beats weak (paper: +1 BLEU): **holds**: test BLEU Δ +" in text
+    assert "weak beats strong (paper: +1 BLEU): **contradicted**" in text
     # Claims against another arm than the baseline get their own paired tests.
-    assert "no paired test" not in text
-    assert re.search(r"weak beats strong .* in 0 of 3 seeds \(p per seed (0\.0\d\d / ){2}"
-                     r"0\.0\d\d\)", text)
-    assert re.search(r"strong beats sweep .*only 1 seed\(s\): \*\*holds\*\*.* in 1 of 1 "
-                     r"seeds \(p per seed 0\.0\d\d\)", text)
+    assert re.search(r"weak beats strong .*paired bootstrap per seed \(test-set noise only\): "
+                     r"p = (0\.0\d\d / ){2}0\.0\d\d", text)
+    # One seed: no interval, so no verdict either way.
+    assert re.search(r"strong beats sweep .*\*\*inconclusive\*\*: test BLEU Δ \+[\d.]+ BLEU "
+                     r"\[-inf, \+inf\] over 1 seeds", text)
+    assert "Dev cross-entropy (full cross-entropy, label smoothing" in text
     assert "bs:200" in text and "seed:12345" in text
     for figure in ("toy_dev_bleu.svg", "toy_loss.svg"):
         assert (tmp_path / "docs" / "results" / figure).exists()
@@ -214,45 +221,51 @@ def test_every_study_arm_names_a_valid_preset_and_overrides():
             assert claim.arm in study.arms and claim.baseline in study.arms
 
 
-def test_claim_verdicts_for_better_and_not_worse_claims(monkeypatch):
-    study = Study(title="t", paper="t", arms={"a": Arm("lstm-tiny"), "b": Arm("lstm-tiny")},
-                  baseline="b")
+def test_claim_verdicts_come_from_the_interval_over_seeds():
     better = Claim("a beats b", "a", "b", "+1")
-    not_worse = Claim("a matches b", "a", "b", "=", kind="not_worse")
-    monkeypatch.setitem(study_module.STUDIES, "t", dataclasses.replace(
-        study, claims=(better, not_worse)))
+    not_worse = Claim("a matches b", "a", "b", "=", kind="not_worse", threshold=-1.0)
     base = {"seeds": [1, 2, 3], "test": [20.0, 20.0, 20.0], "p_test": [], "deltas": []}
 
-    def arm(test, p_values):
-        return {"seeds": [1, 2, 3], "test": test, "p_test": p_values,
-                "deltas": [t - 20.0 for t in test]}
+    def arm(test, p_values=(0.01, 0.01, 0.01)):
+        return {"seeds": [1, 2, 3], "test": test, "p_test": list(p_values)}
 
-    ahead = arm([21.0, 21.0, 21.0], [0.01, 0.02, 0.3])
-    assert study_module.claim_verdict(ahead, base, better).startswith("**holds**")
-    assert "significantly ahead (p < 0.05) in 2 of 3" in study_module.claim_verdict(
-        ahead, base, better)
-    barely = arm([20.2, 20.1, 20.3], [0.2, 0.4, 0.3])
-    assert "not reproduced** (ahead in the mean, not significantly)" in (
-        study_module.claim_verdict(barely, base, better))
-    behind = arm([18.0, 18.5, 18.2], [0.01, 0.01, 0.04])
-    assert study_module.claim_verdict(behind, base, better).startswith("**not reproduced**:")
-    assert "significantly behind" in study_module.claim_verdict(behind, base, not_worse)
-    assert study_module.claim_verdict(barely, base, not_worse).startswith("**holds**")
-    # Ahead in the mean, but one seed significantly ahead and one significantly
-    # behind: a significant loss does not count for the claim.
-    mixed = arm([22.5, 18.8, 20.3], [0.001, 0.01, 0.3])
-    verdict = study_module.claim_verdict(mixed, base, better)
-    assert verdict.startswith("**not reproduced** (ahead in the mean, not significantly)")
-    assert "in 1 of 3 seeds" in verdict
-    assert study_module.claim_verdict(mixed, base, not_worse).startswith("**holds**")
-    few = {"seeds": [1], "test": [21.0], "p_test": [0.01], "deltas": [1.0]}
-    assert study_module.claim_verdict(few, base, better).startswith("only 1 seed(s)")
+    ahead = arm([21.0, 21.2, 20.9])
+    assert study_module.claim_verdict(ahead, base, better).startswith(
+        "**holds**: test BLEU Δ +1.03 BLEU [+0.65, +1.41] over 3 seeds")
+    # Ahead in every seed, each one significant by the paired bootstrap, but the seeds
+    # spread: the interval contains 0, and the verdict says how many seeds would settle it.
+    spread = arm([22.5, 20.2, 20.6])
+    verdict = study_module.claim_verdict(spread, base, better)
+    assert verdict.startswith("**inconclusive**") and "would settle it" in verdict
+    assert "p = 0.010 / 0.010 / 0.010" in verdict  # listed, deciding nothing
+    behind = arm([18.0, 18.5, 18.2])
+    assert study_module.claim_verdict(behind, base, better).startswith("**contradicted**")
+    # Not worse, within a margin of 1 BLEU: behind by 0.2 holds, behind by 1.8 does not.
+    assert study_module.claim_verdict(arm([19.8, 19.9, 19.7]), base, not_worse).startswith(
+        "**holds** (threshold -1)")
+    assert study_module.claim_verdict(behind, base, not_worse).startswith("**contradicted**")
     assert study_module.claim_verdict(None, base, better) == "**not measured yet**"
-    # A baseline with more seeds than the arm: the mean Δ pairs the arm's seed with
-    # the baseline's run of that seed, not with the baseline's mean over its seeds.
-    uneven = {"seeds": [1, 2], "test": [20.0, 24.0], "p_test": [], "deltas": []}
-    one = {"seeds": [2], "test": [25.0], "p_test": [0.01], "deltas": [1.0]}
-    assert "mean test Δ +1.00 BLEU" in study_module.claim_verdict(one, uneven, better)
+    # The arm's seed pairs with the baseline's run of that seed, not with its mean.
+    uneven = {"seeds": [1, 2], "test": [20.0, 24.0]}
+    one = {"seeds": [2], "test": [25.0], "p_test": [0.01]}
+    verdict = study_module.claim_verdict(one, uneven, better)
+    assert verdict.startswith("**inconclusive**: test BLEU Δ +1.00 BLEU [-inf, +inf]")
+
+
+def test_claims_compare_dev_cross_entropy_of_the_same_loss_only():
+    better = Claim("a beats b", "a", "b", "+1")
+    base = {"seeds": [1, 2, 3], "test": [20.0, 20.5, 19.5], "dev_ce": [3.50, 3.57, 3.55],
+            "ce_kind": "full cross-entropy, label smoothing 0.1"}
+    # The joint-512 vs tied numbers of issue 39: BLEU inconclusive, cross-entropy ahead.
+    arm = {"seeds": [1, 2, 3], "test": [19.0, 19.5, 20.8], "dev_ce": [3.453, 3.468, 3.473],
+           "ce_kind": base["ce_kind"], "p_test": []}
+    verdict = study_module.claim_verdict(arm, base, better)
+    assert verdict.startswith("**inconclusive**")
+    assert "Dev cross-entropy (full cross-entropy, label smoothing 0.1; Δ = baseline − arm, " \
+           "lower is better): **holds**, Δ +0.075 nats" in verdict
+    other = dict(arm, ce_kind="vmf")
+    assert "Dev cross-entropy not compared: vmf against full cross-entropy" in (
+        study_module.claim_verdict(other, base, better))
 
 
 def test_records_rewrite_the_same_page_without_the_corpus_or_the_weights(corpus, tmp_path,
@@ -281,8 +294,8 @@ def test_records_rewrite_the_same_page_without_the_corpus_or_the_weights(corpus,
     assert open(output, encoding="utf-8").read() == from_runs
     record = study_module.arm_run_dir(records, study.arms["strong"], 1, study.steps)
     assert sorted(os.listdir(record)) == [
-        "bleu.jsonl", "dev.hyp", "dev.ref", "loss_curves.csv", "preset.json", "results.json",
-        "test.hyp", "test.ref"]
+        "bleu.jsonl", "dev.hyp", "dev.ref", "history.csv", "loss_curves.csv", "preset.json",
+        "results.json", "test.hyp", "test.ref"]
 
 
 def test_an_unfinished_run_is_not_recorded(tmp_path):
@@ -321,7 +334,8 @@ def test_arms_trained_on_other_data_settings_are_not_compared(toy_runs, tmp_path
     assert "**Not comparable yet:**" in text
     assert "- `data.bucket_width`: 1 (weak 1, weak 2, weak 1234, sweep 1234); " \
            "8 (strong 1, strong 2, strong 1234)" in text
-    assert "**holds**" not in text and "**not reproduced**" not in text
+    assert not any(f"**{verdict}**" in text for verdict in ("holds", "contradicted",
+                                                           "inconclusive"))
     # Every claim.
     assert text.count("**not comparable yet** (data settings differ: data.bucket_width)") == 3
 

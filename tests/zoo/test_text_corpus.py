@@ -1,7 +1,6 @@
 """A user's own corpus as plain-text files (`data.train/dev/test`), through a run file."""
 
 import json
-import os
 
 import keras
 import numpy as np

@@ -11,7 +11,8 @@ import statistics
 from tf_outheads_zoo.study.definition import (
     DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES, finished_runs, get_study)
 from tf_outheads_zoo.study.stats import (
-    ALPHA, claim_verdict, paired_against, paired_tests, variant_score)
+    ALPHA, POWER, claim_verdict, dev_cross_entropy, paired_against, paired_tests, seed_effect,
+    variant_score)
 
 
 def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000):
@@ -28,7 +29,8 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
              f"{samples} resamples, each seed against the baseline's run of the same "
              "seed).", ""]
     baseline_runs = runs[study.baseline]
-    rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU", f"Δ test vs {study.baseline}",
+    rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU",
+             f"Δ test vs {study.baseline} [95 % CI over seeds]", "dev cross-entropy",
              "p test (per seed)", "p dev (per seed)", "min / run")
             + (("steps / run",) if study.minutes else ())]
     # Equal wall clock: the steps each arm reached are its training speed (the same
@@ -47,6 +49,7 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
             dev = [variant_score(arm_runs[s], "dev", variant) for s in seeds]
             test = [variant_score(arm_runs[s], "test", variant) for s in seeds]
             minutes, steps = [], []
+            dev_ce, kinds = zip(*(dev_cross_entropy(arm_runs[s]) for s in seeds))
             for s in seeds:
                 with open(os.path.join(arm_runs[s], "results.json"), encoding="utf-8") as f:
                     results = json.load(f)
@@ -59,12 +62,15 @@ def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000
                     splits=("test", "dev"))
                 p_test, p_dev = p_values["test"], p_values["dev"]
                 signature = arm_signature or signature
+            # Another decoding of the same runs has the same dev cross-entropy.
+            ce_kind = kinds[0] if not variant and len(set(kinds)) == 1 else None
             summary[label] = {"seeds": seeds, "dev": dev, "test": test, "deltas": deltas,
-                              "p_test": p_test}
+                              "p_test": p_test, "dev_ce": list(dev_ce), "ce_kind": ce_kind}
             rows.append((label, arm.preset + "".join(
                 f" `{k}={json.dumps(v)}`" for k, v in arm.overrides),
                 ", ".join(map(str, seeds)), _mean_sd(dev), _mean_sd(test),
-                f"{statistics.fmean(deltas):+.2f}" if deltas else "—",
+                _interval_cell(deltas),
+                _mean_sd(dev_ce, digits=3) if ce_kind else "—",
                 " / ".join(f"{p:.3f}" for p in p_test) or "—",
                 " / ".join(f"{p:.3f}" for p in p_dev) or "—",
                 f"{statistics.fmean(minutes):.1f}")
@@ -140,12 +146,23 @@ def _steps_cell(steps, baseline_steps, is_baseline):
     return f"{steps:,.0f} (×{steps / baseline_steps:.2f})"
 
 
-def _mean_sd(values):
+def _mean_sd(values, digits=2):
     if not values:
         return ""
     if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def _interval_cell(deltas):
+    """`+1.00 [-0.52, +2.52]`: the mean per-seed Δ and its 95 % t interval (one seed: the
+    Δ alone; none: a dash)."""
+    if not deltas:
+        return "—"
+    effect = seed_effect(deltas)
+    if effect.seeds < 2:
+        return f"{effect.mean:+.2f}"
+    return f"{effect.mean:+.2f} [{effect.low:+.2f}, {effect.high:+.2f}]"
 
 
 def _curve_means(run_dirs, reader):
@@ -282,8 +299,16 @@ def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"
         "budget; seeds are the model's (the tokenizer is shared). The baselines are checked "
         "against OpenNMT-py by `benchmarks/peer_opennmt.py` "
         "(benchmarks/docs/peer_opennmt.md). Mean ± "
-        "sd over seeds; a claim holds when the arm is ahead in the mean and significantly "
-        f"(p < {ALPHA}) ahead in most seeds. \"min / run\" is the wall clock of training "
+        "sd over seeds. A claim is judged by the seeds, each of which trains both arms: "
+        f"the {1 - ALPHA:.0%} t interval over seeds of the per-seed test BLEU difference "
+        "**holds** when it lies above the claim's threshold (0, or minus a stated margin), "
+        "is **contradicted** when it lies below it, and is **inconclusive** otherwise, with "
+        f"the effect {POWER:.0%} power would detect at this spread and the seeds that would "
+        "settle it. The dev cross-entropy (the training loss on dev at the last evaluation, "
+        "label-smoothed where training is) gets the same test where both arms train the same "
+        "loss: it is far less noisy than BLEU. sacrebleu's paired bootstrap p-values per seed "
+        "measure the test set's noise for one pair of runs, not the seeds'; they are listed, "
+        "and decide nothing. \"min / run\" is the wall clock of training "
         "(dev evaluations included), which grows when other jobs share the machine.", "",
         f"Machine: {machine_description()}.", "",
         *sections,

@@ -1,12 +1,13 @@
 """The statistics of a study: each run's BLEU, the paired tests of an arm's seeds against
 a baseline's runs of the same seeds, and whether a paper's claim held (`claim_verdict`);
 effects over seeds with their interval, minimum detectable effect and three-state verdict
-(`seed_effect`: issue 39, not yet what the reports print).
+(`seed_effect`), which the claims' verdicts use.
 
 An arm's *summary*, as `report.study_report` builds it and `claim_verdict` reads it, is a
-dict: `seeds` (sorted), `dev` and `test` (BLEU per seed, in that order), and against a
-baseline `deltas` (test BLEU minus the baseline run's of the same seed) and `p_test`
-(the paired bootstrap p-value of each of those seeds).
+dict: `seeds` (sorted), `dev` and `test` (BLEU per seed, in that order), `dev_ce` (the
+last dev cross-entropy per seed) and `ce_kind` (what it measures: `dev_cross_entropy`),
+and against a baseline `deltas` (test BLEU minus the baseline run's of the same seed)
+and `p_test` (the paired bootstrap p-value of each of those seeds).
 """
 
 import dataclasses
@@ -87,45 +88,71 @@ def paired_against(arm, arm_runs, baseline_runs, samples, references_runs=None):
     return dict(arm, deltas=deltas, p_test=p_values["test"])
 
 
+def dev_cross_entropy(run_dir):
+    """`(cross-entropy, kind)` of a run's last dev evaluation, or `(None, None)`: the output
+    layer's loss on dev in its history.csv (`val_logits_loss` where the model has an
+    auxiliary head such as ReWE, whose total `val_loss` adds that head's weighted loss;
+    else `val_loss`), label-smoothed where training is. `kind` says what it measures
+    ("full cross-entropy, label smoothing 0.1", "vmf"...): only runs of the same kind
+    compare."""
+    import csv
+
+    from tf_outheads_zoo.stored import read_stored_preset
+
+    path = os.path.join(run_dir, "history.csv")
+    if not os.path.exists(path):
+        return None, None
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row.get("val_loss")]
+    if not rows:
+        return None, None
+    train = read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["train"]
+    if train.get("loss"):
+        kind = train["loss"]["class_name"]
+    else:
+        kind = (f"{'sampled' if train.get('sampled_softmax') else 'full'} cross-entropy, "
+                f"label smoothing {train['label_smoothing']:g}")
+    last = rows[-1]
+    return float(last.get("val_logits_loss") or last["val_loss"]), kind
+
+
+def _paired(arm, baseline, key):
+    """`[arm - baseline]` of `key` (a list in seed order) over the seeds both ran."""
+    base = dict(zip(baseline["seeds"], baseline.get(key) or []))
+    return [value - base[seed] for seed, value in zip(arm["seeds"], arm.get(key) or [])
+            if seed in base and value is not None and base[seed] is not None]
+
+
 def claim_verdict(arm, baseline, claim):
-    """Whether a claim held: the arm beat the baseline on test BLEU in the mean, and
-    significantly (p < 0.05 against the baseline's run of the same seed, that seed's
-    run ahead) in most seeds; a "not worse" claim fails when the arm is behind in the
-    mean and significantly behind in most seeds. `arm["p_test"]` and `arm["deltas"]`
-    are its paired tests against the claim's baseline (`paired_against` when that is
-    not the study's); with them, the mean Δ is over the seeds both arms ran (as the
-    table's Δ column); without them, the means alone are compared."""
+    """Whether a claim held, from the seeds both arms ran: the t interval over seeds of
+    the test BLEU improvement against `claim.threshold` (`seed_effect`): **holds**
+    (the interval above it), **contradicted** (below it) or **inconclusive** (with the
+    seeds that would settle it). The dev cross-entropy (far less noisy) gets its own
+    verdict where both arms train the same loss; sacrebleu's per-seed paired bootstrap
+    p-values (`arm["p_test"]`, against the claim's baseline) follow: they measure the
+    test set's noise for one pair of runs, not the seeds'."""
     if not arm or not baseline:
         return "**not measured yet**"
-    if len(arm["seeds"]) < 3 or len(baseline["seeds"]) < 3:
-        scope = f"only {min(len(arm['seeds']), len(baseline['seeds']))} seed(s): "
-    else:
-        scope = ""
-    delta = (statistics.fmean(arm["deltas"]) if arm["p_test"]
-             else statistics.fmean(arm["test"]) - statistics.fmean(baseline["test"]))
-    if arm["p_test"]:
-        # A seed counts when its paired test is significant in the claim's direction:
-        # ahead of its baseline run for "beats", behind it for "not worse".
-        sign = -1.0 if claim.kind == "not_worse" else 1.0
-        significant = sum(p < ALPHA and sign * d > 0
-                          for p, d in zip(arm["p_test"], arm["deltas"]))
-        most = significant * 2 > len(arm["p_test"])
-        if claim.kind == "not_worse":
-            behind = delta < 0 and most
-            verdict = ("**not reproduced** (significantly behind)" if behind
-                       else "**holds** (not significantly behind)")
-        elif delta > 0 and most:
-            verdict = "**holds**"
-        elif delta > 0:
-            verdict = "**not reproduced** (ahead in the mean, not significantly)"
-        else:
-            verdict = "**not reproduced**"
-        direction = "behind" if claim.kind == "not_worse" else "ahead"
-        return (f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU; significantly {direction} "
-                f"(p < {ALPHA}) in {significant} of {len(arm['p_test'])} seeds (p per seed "
-                f"{' / '.join(f'{p:.3f}' for p in arm['p_test'])})")
-    verdict = "**holds in the mean**" if delta > 0 else "**not reproduced**"
-    return f"{scope}{verdict}: mean test Δ {delta:+.2f} BLEU (no paired test against this arm)"
+    deltas = _paired(arm, baseline, "test")
+    if not deltas:
+        return "**not measured yet** (no seed that both arms ran)"
+    effect = seed_effect(deltas, claim.threshold)
+    against = f" (threshold {claim.threshold:+g})" if claim.threshold else ""
+    text = f"**{effect.verdict}**{against}: test BLEU {effect.text()}"
+    if arm.get("ce_kind") and arm.get("ce_kind") == baseline.get("ce_kind"):
+        ce = _paired(baseline, arm, "dev_ce")  # lower is better: baseline - arm
+        if ce:
+            ce_effect = seed_effect(ce)
+            text += (f". Dev cross-entropy ({arm['ce_kind']}; Δ = baseline − arm, lower "
+                     f"is better): **{ce_effect.verdict}**, "
+                     f"{ce_effect.text(unit='nats', digits=3)}")
+    elif arm.get("ce_kind"):
+        text += (f". Dev cross-entropy not compared: {arm['ce_kind']} against "
+                 f"{baseline.get('ce_kind')}")
+    if arm.get("p_test"):
+        text += ("; paired bootstrap per seed (test-set noise only): p = "
+                 + " / ".join(f"{p:.3f}" for p in arm["p_test"]))
+    return text
 
 
 # -- effects over seeds ---------------------------------------------------------------------
@@ -166,9 +193,10 @@ class SeedEffect:
     seeds_needed: int | None
 
     def text(self, unit="BLEU", digits=2):
-        """One line: `holds: Δ +1.20 BLEU [+0.40, +2.00] over 5 seeds, p = 0.012; ...`."""
+        """One line: `Δ +1.20 BLEU [+0.40, +2.00] over 5 seeds, p = 0.012; ...` (the
+        interval is the 95 % t interval; the verdict is `verdict`)."""
         f = f"{{:+.{digits}f}}"
-        line = (f"{self.verdict}: Δ {f.format(self.mean)} {unit} "
+        line = (f"Δ {f.format(self.mean)} {unit} "
                 f"[{f.format(self.low)}, {f.format(self.high)}] over {self.seeds} seeds, "
                 f"p = {self.p_value:.3g}")
         if not math.isnan(self.mde):
