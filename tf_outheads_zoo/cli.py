@@ -134,12 +134,26 @@ def _compare(args):
 
 
 def _study(args):
-    from tf_outheads_zoo.study import run_study
+    from tf_outheads_zoo.study import (DEFAULT_RUNS_DIR, RECORDS_DIR, run_study,
+                                       write_study_results)
+    from tf_outheads_zoo.study.file import read_study_file
 
+    if (args.name is None) == (args.config is None):
+        raise CommandError("study takes a built-in study's name or --config STUDY_FILE, one "
+                           f"of the two. Received: name={args.name!r}, --config={args.config!r}")
     seeds = _int_tuple(args.seeds) if args.seeds else None
     arms = [a for a in args.arms.split(",") if a] if args.arms else None
-    run_study(args.name, args.runs_dir, arms=arms, seeds=seeds, steps=args.steps,
-              records_dir=args.records_dir or None)
+    if args.config is None:
+        run_study(args.name, args.runs_dir, arms=arms, seeds=seeds, steps=args.steps,
+                  records_dir=args.records_dir or None)
+        return
+    study = read_study_file(args.config)
+    name = os.path.splitext(os.path.basename(args.config))[0]
+    runs_dir = args.runs_dir if args.runs_dir != DEFAULT_RUNS_DIR else os.path.join(
+        "runs", name)
+    run_study(name, runs_dir, arms=arms, seeds=seeds, steps=args.steps, study=study,
+              records_dir=args.records_dir if args.records_dir != RECORDS_DIR else None)
+    write_study_results(name, study, runs_dir, samples=args.samples)
 
 
 def _results(args):
@@ -342,7 +356,14 @@ def build_parser():
 
     study = commands.add_parser(
         "study", help="train the seeded runs of a head comparison (docs/results.md)")
-    study.add_argument("name", choices=sorted(STUDIES))
+    study.add_argument("name", nargs="?", choices=sorted(STUDIES),
+                       help="a built-in study (or give --config)")
+    study.add_argument("--config", metavar="STUDY_FILE",
+                       help="a study file (YAML/JSON: data, budget, seeds, arms, baseline, "
+                            "claims; tf_outheads_zoo/study/file.py); its runs and results.md "
+                            "go to --runs-dir (default runs/<file name>)")
+    study.add_argument("--samples", type=int, default=1000,
+                       help="paired bootstrap resamples of a study file's report (default 1000)")
     study.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR,
                        help=f"where the runs and the shared tokenizers live (default "
                             f"{DEFAULT_RUNS_DIR})")

@@ -42,7 +42,34 @@ def check_components(config):
     for registry, name in names:
         if name not in registry:
             raise ConfigError(registry.unknown(name))
+    if isinstance(head, dict):
+        _check_arguments(HEADS[head["class_name"]], head.get("config") or {},
+                         "model.head.config")
+    if config.train.loss:
+        _check_arguments(LOSSES[config.train.loss["class_name"]],
+                         config.train.loss.get("config") or {}, "train.loss.config")
     return config
+
+
+# What `keras.layers.Layer` and `keras.losses.Loss` take through a subclass's **kwargs.
+_BASE_ARGUMENTS = ("name", "dtype", "trainable", "autocast", "reduction")
+
+
+def _check_arguments(cls, options, setting):
+    """`ConfigError` naming `setting` for a key of `options` that `cls` does not take."""
+    import difflib
+    import inspect
+
+    parameters = inspect.signature(cls.__init__).parameters
+    accepted = [name for name, p in parameters.items() if name != "self"
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)] + list(_BASE_ARGUMENTS)
+    for key in options:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "."
+            raise ConfigError(f"{setting}: {cls.__name__} takes no argument {key!r}{hint} It "
+                              f"takes {', '.join(a for a in accepted if a not in _BASE_ARGUMENTS)}"
+                              f". Received: {setting}.{key}={options[key]!r}")
 
 
 def model_arguments(preset):

@@ -6,6 +6,7 @@ and the coercion and checks of a value against its field (`check_value`).
 
 import copy
 import dataclasses
+import difflib
 import types
 import typing
 
@@ -36,6 +37,18 @@ def setting(default, doc, *, legacy=SAME_AS_DEFAULT, choices=None, keys=None, ch
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default),
                                  metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def refuse_unknown(values, allowed, where, noun="key", listing="Valid keys"):
+    """`ConfigError` naming `where` for the first key of the mapping `values` that is not
+    in `allowed`, with the closest allowed one and the list."""
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        raise ConfigError(f"{where}: unknown {noun} {unknown[0]!r}{hint} {listing}: "
+                          f"{', '.join(allowed)}. Received: {unknown[0]}="
+                          f"{values[unknown[0]]!r}")
 
 
 def field_choices(field):

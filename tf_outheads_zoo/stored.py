@@ -12,6 +12,7 @@ import os
 
 from tf_outheads_zoo.config import SECTIONS, ConfigError, RunConfig
 from tf_outheads_zoo.presets import PRESET_CONFIGS
+from tf_outheads_zoo.schema import refuse_unknown
 
 # Keys of the data section that hold paths: relative ones in a run file are
 # relative to the run file's directory.
@@ -68,13 +69,7 @@ def read_run_config(path, overrides=None):
     """`(preset_name or None, RunConfig)` of a run file (see `load_run_config`)."""
     path = os.fspath(path)
     values = _read_mapping(path)
-    unknown = sorted(set(values) - set(RUN_FILE_KEYS))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], RUN_FILE_KEYS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "."
-        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}{hint} A run file "
-                          f"has {', '.join(RUN_FILE_KEYS)}. Received: {unknown[0]}="
-                          f"{values[unknown[0]]!r}")
+    refuse_unknown(values, RUN_FILE_KEYS, path, "top-level key", "A run file has")
     name = values.get("preset")
     if name is None:
         config = RunConfig()

@@ -206,3 +206,26 @@ def test_an_import_that_fails_names_the_file_and_the_module(tmp_path):
     run_file.write_text("imports: no_such_module_here\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="imports must be a list of module names"):
         read_run_config(str(run_file))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"model.head": {"class_name": "joint", "config": {"joint_dims": 16}}},
+     "model.head.config: JointEmbeddingHead takes no argument 'joint_dims'; did you mean "
+     "'joint_dim'?"),
+    ({"train.loss": {"class_name": "vmf", "config": {"norm_penalti": 0.1}}},
+     "train.loss.config: VMFLoss takes no argument 'norm_penalti'; did you mean 'norm_penalty'?"),
+])
+def test_check_components_refuses_an_argument_the_class_does_not_take(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        check_components(RunConfig().with_overrides(overrides))
+    assert str(error.value).startswith(message)
+    # The arguments it does take pass.
+    check_components(RunConfig().with_overrides(
+        {"model.head": {"class_name": "joint", "config": {"joint_dim": 16, "name": "head"}}}))
+
+
+def test_every_preset_names_registered_components_with_arguments_they_take():
+    from tf_outheads_zoo.presets import PRESET_CONFIGS
+
+    for name, config in PRESET_CONFIGS.items():
+        assert check_components(config) is config, name

@@ -25,7 +25,12 @@ run and the machine, and for each claim of a paper whether it held here.
 `benchmarks/peer_opennmt.py` trains its "ours" side through `train_arm`, so
 the baselines it checks against OpenNMT-py are the very runs the studies use.
 
-The package: `definition` (the studies, their seeds, where their runs live), `runner`
+A study can also be a file (`tf-outheads study --config study.yaml`,
+`tf_outheads_zoo.study.file`): the user's data, budget, seeds, arms and claims; its runs
+and `results.md` go to its own runs directory.
+
+The package: `definition` (the studies, their seeds, where their runs live), `file`
+(study files), `runner`
 (training and recording the runs), `stats` (run scores, paired tests, claim verdicts)
 and `report` (the results page). Every name is importable from here.
 """
@@ -34,7 +39,7 @@ from tf_outheads_zoo.study.definition import (
     CORE_SEEDS, DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES, SWEEP_SEEDS, TOKENIZER_SEED, Arm,
     Claim, Study, arm_run_dir, budget_name, finished_runs, get_study, study_seeds)
 from tf_outheads_zoo.study.report import (
-    data_differences, machine_description, study_report, write_results)
+    data_differences, machine_description, study_report, write_results, write_study_results)
 from tf_outheads_zoo.study.runner import (
     RECORD_FILES, collect_records, record_run, run_study, tokenizer_dir, train_arm)
 from tf_outheads_zoo.study.stats import ALPHA, claim_verdict
@@ -47,4 +52,4 @@ __all__ = [
     "SWEEP_SEEDS", "TOKENIZER_SEED", "Arm", "Claim", "Study", "arm_run_dir", "budget_name",
     "claim_verdict", "collect_records", "data_differences", "finished_runs", "get_study",
     "machine_description", "record_run", "run_study", "study_report", "study_seeds",
-    "tokenizer_dir", "train_arm", "write_results"]
+    "tokenizer_dir", "train_arm", "write_results", "write_study_results"]

@@ -32,6 +32,7 @@ class Arm:
     overrides: tuple = ()
     core: bool = True
     decodings: tuple = ()
+    seeds: tuple = None  # its own seeds (a study file's arm), else the study's
 
     def override_dict(self):
         return dict(self.overrides)
@@ -64,6 +65,8 @@ class Study:
     minutes: float = None  # equal wall clock instead of equal steps
     eval_every: int = 300
     notes: str = ""
+    seeds: tuple = None  # every arm's seeds; None: CORE_SEEDS (SWEEP_SEEDS for core=False)
+    select_by: str = "dev_bleu"  # how a winner is chosen (study files)
 
 
 def _pappas_arm(head, core=False):
@@ -210,9 +213,13 @@ def get_study(name):
 
 
 def study_seeds(study, arm_name, seeds=None):
-    if seeds is not None:
-        return tuple(seeds)
-    return CORE_SEEDS if study.arms[arm_name].core else SWEEP_SEEDS
+    """The seeds an arm runs: `seeds` (the command's), the arm's own, the study's, or
+    `CORE_SEEDS` (`SWEEP_SEEDS` for an arm that is not `core`)."""
+    arm = study.arms[arm_name]
+    for chosen in (seeds, arm.seeds, study.seeds):
+        if chosen is not None:
+            return tuple(chosen)
+    return CORE_SEEDS if arm.core else SWEEP_SEEDS
 
 
 # -- where the runs live -----------------------------------------------------------------

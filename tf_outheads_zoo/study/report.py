@@ -15,11 +15,12 @@ from tf_outheads_zoo.study.stats import (
     variant_score)
 
 
-def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000):
-    """The Markdown section of one study (and its SVG figures in `figures_dir`)."""
+def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000, study=None):
+    """The Markdown section of study `name` (or of `study`, a study file's; `name` then
+    names its figures), and its SVG figures in `figures_dir`."""
     from tf_outheads_zoo.plots import write_line_plot
 
-    study = get_study(name)
+    study = study or get_study(name)
     runs = {arm: finished_runs(runs_dir, study, arm) for arm in study.arms}
     budget = (f"{study.minutes:g} minutes of training" if study.minutes
               else f"{study.steps} steps")
@@ -286,6 +287,35 @@ def machine_description():
             f"TensorFlow {tf.__version__}")
 
 
+def write_study_results(name, study, runs_dir, samples=1000, log=print):
+    """`runs_dir/results.md` (and its figures in `runs_dir/results/`) of a study file's runs."""
+    output = os.path.join(runs_dir, "results.md")
+    text = "\n".join([f"# {study.title}", "", _method_text(), "",
+                      f"Machine: {machine_description()}.", "",
+                      study_report(name, runs_dir, os.path.join(runs_dir, "results"), samples,
+                                   study=study)])
+    with open(output + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(output + ".tmp", output)
+    log(f"[results] {output}")
+    return output
+
+
+def _method_text():
+    return ("Mean ± sd over seeds. A claim is judged by the seeds, each of which trains both "
+            f"arms: the {1 - ALPHA:.0%} t interval over seeds of the per-seed test BLEU "
+            "difference **holds** when it lies above the claim's threshold (0, or minus a "
+            "stated margin), is **contradicted** when it lies below it, and is "
+            f"**inconclusive** otherwise, with the effect {POWER:.0%} power would detect at "
+            "this spread and the seeds that would settle it. The dev cross-entropy (the "
+            "training loss on dev at the last evaluation, label-smoothed where training is) "
+            "gets the same test where both arms train the same loss: it is far less noisy "
+            "than BLEU. sacrebleu's paired bootstrap p-values per seed measure the test "
+            "set's noise for one pair of runs, not the seeds'; they are listed, and decide "
+            "nothing. \"min / run\" is the wall clock of training (dev evaluations "
+            "included), which grows when other jobs share the machine.")
+
+
 def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"),
                   studies=None, samples=1000, log=print):
     """Writes the results page from the run records (or run directories); returns its path."""
@@ -298,18 +328,7 @@ def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"
         f"(`{RECORDS_DIR}`: each run's scores, curves and translations; do not edit by hand). Every arm of a study trains on the same pieces for the same "
         "budget; seeds are the model's (the tokenizer is shared). The baselines are checked "
         "against OpenNMT-py by `benchmarks/peer_opennmt.py` "
-        "(benchmarks/docs/peer_opennmt.md). Mean ± "
-        "sd over seeds. A claim is judged by the seeds, each of which trains both arms: "
-        f"the {1 - ALPHA:.0%} t interval over seeds of the per-seed test BLEU difference "
-        "**holds** when it lies above the claim's threshold (0, or minus a stated margin), "
-        "is **contradicted** when it lies below it, and is **inconclusive** otherwise, with "
-        f"the effect {POWER:.0%} power would detect at this spread and the seeds that would "
-        "settle it. The dev cross-entropy (the training loss on dev at the last evaluation, "
-        "label-smoothed where training is) gets the same test where both arms train the same "
-        "loss: it is far less noisy than BLEU. sacrebleu's paired bootstrap p-values per seed "
-        "measure the test set's noise for one pair of runs, not the seeds'; they are listed, "
-        "and decide nothing. \"min / run\" is the wall clock of training "
-        "(dev evaluations included), which grows when other jobs share the machine.", "",
+        "(benchmarks/docs/peer_opennmt.md). " + _method_text(), "",
         f"Machine: {machine_description()}.", "",
         *sections,
     ])

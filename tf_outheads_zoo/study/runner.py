@@ -24,8 +24,9 @@ def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
     model(s), trained with `TOKENIZER_SEED` on the preset's cleaned training split.
     """
     from tf_outheads import data as tfo_data
+    from tf_outheads_zoo.config import data_set
     from tf_outheads_zoo.presets import get_preset
-    from tf_outheads_zoo.splits import load_splits
+    from tf_outheads_zoo.splits import TrainingData, load_splits
 
     preset = get_preset(preset_name, overrides)
     data_config = preset["data"]
@@ -35,11 +36,20 @@ def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
     # The corpus by name and size, not by path: a checkout elsewhere finds its tokenizers.
     relevant["corpus"] = [os.path.basename(data_config["corpus"]),
                           os.path.getsize(data_config["corpus"])]
+    if data_config.get("train") is not None:  # text files (a study file's data)
+        relevant["train"] = [[os.path.basename(p), os.path.getsize(p)]
+                             for pair in data_set(data_config, "train").get("pairs", [])
+                             for p in pair] or data_config["train"]
+        relevant["tokenizer_sample"] = data_config["tokenizer_sample"]
     directory = os.path.join(runs_dir, "tokenizers", short_hash(relevant))
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
-        splits = load_splits(data_config, log=lambda *_: None)
+        if data_config.get("train") is not None:
+            # The pairs a run's own tokenizer would learn from (data.tokenizer_sample).
+            train = TrainingData(data_config, seed=TOKENIZER_SEED, log=lambda *_: None).sample
+        else:
+            train = load_splits(data_config, log=lambda *_: None)["train"]
         tfo_data.build_tokenizers(
-            splits["train"].sources, splits["train"].targets, directory,
+            train.sources, train.targets, directory,
             vocab_size=data_config["vocab_size"], joint=data_config["joint_vocabulary"],
             model_type=data_config["tokenizer_type"], seed=TOKENIZER_SEED)
         with open(os.path.join(directory, "data_config.json"), "w", encoding="utf-8") as f:
@@ -165,10 +175,11 @@ def _decode_variant(run_dir, suffix, options, log=print):
 
 
 def run_study(name, runs_dir=DEFAULT_RUNS_DIR, arms=None, seeds=None, steps=None, log=print,
-              records_dir=RECORDS_DIR):
-    """Trains every missing (arm, seed) of study `name`, one after the other, and records
-    each finished run in `records_dir` (`record_run`; `None`: not recorded)."""
-    study = get_study(name)
+              records_dir=RECORDS_DIR, study=None):
+    """Trains every missing (arm, seed) of study `name` (or of `study`, a study file's),
+    one after the other, and records each finished run in `records_dir` (`record_run`;
+    `None`: not recorded)."""
+    study = study or get_study(name)
     arms = list(arms or study.arms)
     unknown = [a for a in arms if a not in study.arms]
     if unknown:

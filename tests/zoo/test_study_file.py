@@ -1,0 +1,109 @@
+"""A study on the user's own data, written as a file (`tf-outheads study --config`)."""
+
+import json
+import os
+
+import pytest
+
+from tests.corpus import text_data, write_corpus_slice, write_text_files
+from tf_outheads_zoo import cli
+from tf_outheads_zoo.config import ConfigError
+from tf_outheads_zoo.study import arm_run_dir, study_seeds
+from tf_outheads_zoo.study.file import read_study_file
+
+STUDY = """
+title: Tied against joint on my corpus
+data:
+  train: {source: corpora/train.es, target: corpora/train.en.gz}
+  dev:   {source: corpora/dev.es,   target: corpora/dev.en}
+  test:  {source: corpora/test.es,  target: corpora/test.en}
+  vocab_size: 300
+budget: {steps: 4}
+seeds: [1, 2]
+eval_every: 2
+arms:
+  tied:  {preset: lstm-tiny}
+  joint: {preset: lstm-tiny, set: {model.head: {class_name: joint, config: {joint_dim: 16}}}}
+baseline: tied
+claims:
+  - {arm: joint, expect: +0.5}
+"""
+
+
+def write(tmp_path, text, name="study.yaml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_a_study_file_is_read_into_arms_that_carry_its_data(tmp_path):
+    study = read_study_file(write(tmp_path, STUDY))
+    assert list(study.arms) == ["tied", "joint"] and study.baseline == "tied"
+    assert (study.steps, study.minutes, study.eval_every) == (4, None, 2)
+    assert study_seeds(study, "joint") == (1, 2) and study_seeds(study, "tied", [7]) == (7,)
+    joint = dict(study.arms["joint"].overrides)
+    # Relative paths are the study file's.
+    assert joint["data.train"] == {"source": str(tmp_path / "corpora" / "train.es"),
+                                   "target": str(tmp_path / "corpora" / "train.en.gz")}
+    assert joint["data.vocab_size"] == 300 and joint["model.head"]["class_name"] == "joint"
+    (claim,) = study.claims
+    assert (claim.arm, claim.baseline, claim.threshold, claim.kind) == ("joint", "tied", 0.5,
+                                                                         "better")
+    # Two arms with the same preset and other settings have their own run directories.
+    assert arm_run_dir("R", study.arms["tied"], 1, 4) != arm_run_dir("R", study.arms["joint"],
+                                                                     1, 4)
+
+
+@pytest.mark.parametrize("change, message", [
+    (("seeds: [1, 2]", "sedes: [1, 2]"), "study.yaml: unknown key 'sedes'; did you mean 'seeds'?"),
+    (("preset: lstm-tiny}", "preset: lstm-tinny}"), "arms.tied.preset: unknown preset "
+                                                      "(did you mean 'lstm-tiny'?)"),
+    (("joint_dim: 16", "joint_dims: 16"), "arms.joint"),
+    (("{steps: 4}", "{steps: 4, minutes: 2}"), "budget is {steps: N} or {minutes: M}"),
+    (("{arm: joint, expect: +0.5}", "{arm: jiont}"), "claims[0].arm must be one of the arms"),
+    (("baseline: tied", "baseline: plain"), "baseline must be one of the arms (tied, joint)"),
+    (("vocab_size: 300", "vocab_sise: 300"), "data.vocab_sise; did you mean data.vocab_size?"),
+])
+def test_a_wrong_study_file_names_the_file_and_the_key(tmp_path, change, message):
+    old, new = change
+    assert old in STUDY
+    with pytest.raises(ConfigError) as error:
+        read_study_file(write(tmp_path, STUDY.replace(old, new)))
+    assert message in str(error.value) and "study.yaml" in str(error.value)
+
+
+def test_a_margin_makes_a_not_worse_claim(tmp_path):
+    study = read_study_file(write(tmp_path, STUDY.replace(
+        "{arm: joint, expect: +0.5}", "{arm: joint, margin: 1 BLEU, paper: '≈ equal'}")))
+    (claim,) = study.claims
+    assert (claim.kind, claim.threshold, claim.paper_delta) == ("not_worse", -1.0, "≈ equal")
+    assert claim.text == "joint is within 1 BLEU of tied"
+
+
+@pytest.mark.slow  # 4 CLI trainings in subprocesses (about 3 minutes on 2 cores)
+def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_path):
+    corpus = write_corpus_slice(tmp_path / "small.tsv", 400, 20, 20)
+    files = write_text_files(corpus, str(tmp_path / "corpora"))
+    assert text_data(files)["train"]["source"].endswith("train.es")
+    study_file = write(tmp_path, STUDY)
+    runs_dir = tmp_path / "runs"
+    argv = ["study", "--config", study_file, "--runs-dir", str(runs_dir), "--samples", "50"]
+    cli.main(argv)
+    study = read_study_file(study_file)
+    logs = {}
+    for arm_name, arm in study.arms.items():
+        for seed in (1, 2):
+            run_dir = arm_run_dir(str(runs_dir), arm, seed, 4)
+            with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+                assert json.load(f)["steps"] == 4
+            logs[run_dir] = os.path.getmtime(os.path.join(run_dir, "results.json"))
+    text = (runs_dir / "results.md").read_text(encoding="utf-8")
+    assert "# Tied against joint on my corpus" in text
+    assert "- joint beats tied by more than +0.5 BLEU (paper: —): **" in text
+    assert (runs_dir / "results" / "study_dev_bleu.svg").exists()
+    # One shared tokenizer for the two arms' identical data settings.
+    assert len(os.listdir(runs_dir / "tokenizers")) == 1
+    # Run again: every run is finished, none is trained twice.
+    cli.main(argv)
+    for run_dir, mtime in logs.items():
+        assert os.path.getmtime(os.path.join(run_dir, "results.json")) == mtime
