@@ -19,8 +19,7 @@ from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
 from tf_outheads.training import backup as tfo_backup
 # The model classes and losses a `.keras` file names, registered for `load_run`.
-from tf_outheads_zoo import components  # noqa: F401
-from tf_outheads_zoo.config import ConfigError, data_set
+from tf_outheads_zoo.config import MODEL_TYPES, ConfigError, data_set
 from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
 from tf_outheads_zoo.stored import read_run_config, read_stored_preset
 
@@ -322,6 +321,12 @@ def load_run(run_dir):
     if not os.path.exists(model_path):
         raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
                                 "(train first: tf-outheads train --run-dir ...)")
+    preset = stored_preset(run_dir)  # imports the modules of its own components (imports:)
+    if preset is None:
+        raise FileNotFoundError(f"{os.path.join(run_dir, PRESET_FILE)}: the run's preset is "
+                                "missing (tf-outheads train writes it)")
+    # Its model type's class, imported: Keras finds a class only once its module ran.
+    MODEL_TYPES[preset["model"]["model_type"]].model_class()
     try:
         model = keras.saving.load_model(model_path, safe_mode=True)
     # TypeError: a config naming a class or function Keras will not load in safe mode
@@ -334,8 +339,4 @@ def load_run(run_dir):
                          "`tf-outheads train --run-dir` after deleting it") from None
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
-    preset = stored_preset(run_dir)
-    if preset is None:
-        raise FileNotFoundError(f"{os.path.join(run_dir, PRESET_FILE)}: the run's preset is "
-                                "missing (tf-outheads train writes it)")
     return model, source_tokenizer, target_tokenizer, preset
