@@ -9,7 +9,8 @@ registered where it is defined, once, with its kind's decorator:
     class VMFLoss(EmbeddingTargetLoss): ...
 
 The kinds: `HEADS` (output layers), `LOSSES`, `OPTIMIZERS`,
-`LEARNING_RATE_SCHEDULES`; the zoo adds `tf_outheads_zoo.registry.MODELS`. Every
+`LEARNING_RATE_SCHEDULES`. The zoo's model types register by their config sections
+(`tf_outheads_zoo.model_config.MODEL_TYPES`). Every
 consumer reads the registry (the zoo's config checks, its builders, `tf-outheads
 components`, the conformance tests), so a new component is its file and its
 registration. A user's own component registers when its module is imported.

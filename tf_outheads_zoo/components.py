@@ -8,6 +8,8 @@ class is defined). `check_components` looks them all up before a run writes
 anything. A new model, head, loss, optimizer or schedule needs no change here.
 """
 
+import difflib
+import inspect
 import os
 import time
 
@@ -57,9 +59,6 @@ _BASE_ARGUMENTS = ("name", "dtype", "trainable", "autocast", "reduction")
 
 def _check_arguments(cls, options, setting):
     """`ConfigError` naming `setting` for a key of `options` that `cls` does not take."""
-    import difflib
-    import inspect
-
     parameters = inspect.signature(cls.__init__).parameters
     accepted = [name for name, p in parameters.items() if name != "self"
                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)] + list(_BASE_ARGUMENTS)

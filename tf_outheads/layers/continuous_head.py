@@ -143,9 +143,9 @@ class ContinuousOutputHead(keras.layers.Layer):
     def default_loss(self, label_smoothing=0.0):
         """The loss this head trains with unless told otherwise: the regularised vMF
         NLL of Kumar & Tsvetkov (2019), with the λ1 = 0.02 and λ2 = 0.1 of their
-        regularised losses (the presets' vMF runs): `VMFLoss(norm_penalty=0.02,
-        dot_scale=0.1)`. A continuous output has no
-        label smoothing: any other value raises `ValueError`."""
+        regularised losses (the presets' vMF runs), `VMFLoss(norm_penalty=0.02,
+        dot_scale=0.1)`. A continuous output has no label smoothing: any other
+        value raises `ValueError`."""
         if label_smoothing:
             raise ValueError("A continuous head's vMF loss has no label smoothing. "
                              f"Received: label_smoothing={label_smoothing!r}")

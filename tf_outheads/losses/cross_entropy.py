@@ -4,9 +4,9 @@ import keras
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.registry import register_loss
 from tf_outheads.compat import set_keras_mask
 from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.registry import register_loss
 
 
 def sentence_weights(sample_weight):

@@ -18,11 +18,11 @@ import numpy as np
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.registry import register_loss
 from tf_outheads.compat import set_keras_mask
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import float32_only
 from tf_outheads.losses.cross_entropy import sentence_weights
+from tf_outheads.registry import register_loss
 
 FUNCTION_REDUCTIONS = ("token", "sentence")
 

@@ -16,11 +16,11 @@ import tensorflow as tf
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.registry import register_loss
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import sequence_cross_entropy_per_token
 from tf_outheads.ops import sampling
+from tf_outheads.registry import register_loss
 
 MODES = ("batch",) + sampling.SAMPLERS
 # Large negative instead of −inf: masked candidates, finite in float32 and XLA.

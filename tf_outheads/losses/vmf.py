@@ -19,7 +19,6 @@ import numbers
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.registry import register_loss
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.embedding_regression import EmbeddingTargetLoss
 from tf_outheads.losses.embedding_regression import masked_per_token
@@ -27,6 +26,7 @@ from tf_outheads.losses.embedding_regression import reduce_per_token
 from tf_outheads.losses.embedding_regression import safe_norm
 from tf_outheads.ops.bessel import log_vmf_normalizer
 from tf_outheads.ops.bessel import log_vmf_normalizer_lower_bound
+from tf_outheads.registry import register_loss
 
 NORMALIZERS = {"exact": log_vmf_normalizer, "lower_bound": log_vmf_normalizer_lower_bound}
 

@@ -63,12 +63,6 @@ class ObjectiveHooks(FirstReplicaBuild):
         """`{name: layer}`: heads trained next to the output layer (none here)."""
         return {}
 
-    def target_vector_layers(self):
-        """The head and auxiliary heads that read a table of pretrained target word
-        vectors (`needs_target_vectors`), each given it with `set_target_vectors`."""
-        return [layer for layer in (self.head, *self.auxiliary_heads().values())
-                if getattr(layer, "needs_target_vectors", False)]
-
     @contextlib.contextmanager
     def training_outputs(self):
         """Inside this block `call` returns `{"hidden": h}`, what the losses read."""
@@ -297,6 +291,12 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
     def auxiliary_heads(self):
         """`{"rewe": ReWEHead}` with a ReWE head, else `{}` (trained next to the head)."""
         return {"rewe": self.rewe} if self.rewe is not None else {}
+
+    def target_vector_layers(self):
+        """The head and auxiliary heads that read a table of pretrained target word
+        vectors (`needs_target_vectors`), each given it with `set_target_vectors`."""
+        return [layer for layer in (self.head, *self.auxiliary_heads().values())
+                if getattr(layer, "needs_target_vectors", False)]
 
     def parameter_groups(self):
         """Variables by part of the model, for `tf_outheads.metrics.parameter_report`."""
