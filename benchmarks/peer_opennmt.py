@@ -313,14 +313,17 @@ def corpus_bleu(hypotheses, references):
 
 # -- ours -------------------------------------------------------------------------------
 def run_ours(args, seed, steps, log=print):
-    """Our side: `tf_outheads_zoo.study.train_arm` (`tf-outheads train` on the shared pieces, the
-    run shared with `tf-outheads study`); returns `(run_dir, result dict)`."""
+    """Our side: `tf_outheads_zoo.study.train_arm` (`tf-outheads train` on the shared pieces,
+    as `tf-outheads study` trains an arm, in `--runs-dir/<--arm>/s<seed>`); returns
+    `(run_dir, result dict)`."""
     from tf_outheads_zoo.cli import parse_overrides
-    from tf_outheads_zoo.study import Arm, train_arm
+    from tf_outheads_zoo.study import Arm, Study, train_arm
 
+    arm_name = args.arm or args.preset
     arm = Arm(args.preset, tuple(parse_overrides(args.set).items()))
-    run_dir = train_arm(args.runs_dir, arm, seed, steps=steps, eval_every=args.eval_every,
-                        log=log)
+    study = Study(title="peer", paper="", arms={arm_name: arm}, baseline=arm_name, steps=steps,
+                  eval_every=args.eval_every)
+    run_dir = train_arm(args.runs_dir, study, arm_name, seed, log=log)
     history = []
     with open(os.path.join(run_dir, "bleu.jsonl"), encoding="utf-8") as f:
         for line in f:
@@ -469,8 +472,12 @@ def main(argv=None):
         help="python of the OpenNMT-py virtual environment (env TF_OUTHEADS_PEER_PYTHON)")
     parser.add_argument("--work-dir", default=str(REPO_ROOT / "runs" / "peer_opennmt"),
                         help="the peer's runs and piece files")
-    parser.add_argument("--runs-dir", default=str(REPO_ROOT / "runs" / "study"),
-                        help="our runs and the shared tokenizers (tf-outheads study's)")
+    parser.add_argument("--runs-dir", default=str(REPO_ROOT / "runs" / "study" / "pappas"),
+                        help="our runs (<arm>/s<seed>) and the shared tokenizers, as "
+                             "tf-outheads study keeps them (default: the Pappas study's)")
+    parser.add_argument("--arm", help="our runs' arm name in --runs-dir (default: tied for "
+                                      "lstm-cpu-tied without --set, the Pappas study's arm; "
+                                      "else the preset's name)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override for our preset (tf-outheads train --set)")
     parser.add_argument("--only", choices=("ours", "peer"), default=None,
@@ -478,6 +485,8 @@ def main(argv=None):
     parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results"
                                                 / "peer_opennmt.json"))
     args = parser.parse_args(argv)
+    if args.arm is None:
+        args.arm = "tied" if args.preset == "lstm-cpu-tied" and not args.set else args.preset
     if args.quick:
         args.steps, args.eval_every, args.decode_copies, args.decode_repeats = (
             QUICK["steps"], QUICK["eval_every"], QUICK["decode_copies"], QUICK["decode_repeats"])

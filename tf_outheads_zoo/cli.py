@@ -134,8 +134,8 @@ def _compare(args):
 
 
 def _study(args):
-    from tf_outheads_zoo.study import (DEFAULT_RUNS_DIR, RECORDS_DIR, run_study,
-                                       write_study_results)
+    from tf_outheads_zoo.study import (DEFAULT_RUNS_DIR, RECORDS_DIR, builtin_study_path,
+                                       run_study, write_study_results)
     from tf_outheads_zoo.study.file import read_study_file
 
     if (args.name is None) == (args.config is None):
@@ -143,24 +143,29 @@ def _study(args):
                            f"of the two. Received: name={args.name!r}, --config={args.config!r}")
     seeds = _int_tuple(args.seeds) if args.seeds else None
     arms = [a for a in args.arms.split(",") if a] if args.arms else None
-    if args.config is None:
-        run_study(args.name, args.runs_dir, arms=arms, seeds=seeds, steps=args.steps,
-                  records_dir=args.records_dir or None)
-        return
-    study = read_study_file(args.config)
-    name = os.path.splitext(os.path.basename(args.config))[0]
-    runs_dir = args.runs_dir if args.runs_dir != DEFAULT_RUNS_DIR else os.path.join(
-        "runs", name)
-    run_study(name, runs_dir, arms=arms, seeds=seeds, steps=args.steps, study=study,
-              records_dir=args.records_dir if args.records_dir != RECORDS_DIR else None)
+    # A built-in study is its shipped study file, run the same way.
+    path = args.config or builtin_study_path(args.name)
+    name = args.name or os.path.splitext(os.path.basename(args.config))[0]
+    study = read_study_file(path)
+    runs_dir = args.runs_dir or (os.path.join(DEFAULT_RUNS_DIR, name) if args.name
+                                 else os.path.join("runs", name))
+    records_dir = args.records_dir
+    if records_dir is None and args.name and not args.steps:
+        # The built-in studies' records are committed (docs/results.md is written from
+        # them): only runs at the shipped budget are recorded.
+        records_dir = os.path.join(RECORDS_DIR, name)
+    study = run_study(name, runs_dir, arms=arms, seeds=seeds, steps=args.steps, study=study,
+                      records_dir=records_dir or None)
     write_study_results(name, study, runs_dir, samples=args.samples)
 
 
 def _results(args):
-    from tf_outheads_zoo.study import collect_records, write_results
+    from tf_outheads_zoo.study import STUDIES, collect_records, write_results
 
     if args.collect_from:
-        count = collect_records(args.collect_from, args.runs_dir, log=lambda *_: None)
+        count = sum(collect_records(os.path.join(args.collect_from, name),
+                                    os.path.join(args.runs_dir, name), log=lambda *_: None)
+                    for name in (args.studies or STUDIES))
         print(f"[results] {count} finished run(s) of {args.collect_from} recorded in "
               f"{args.runs_dir}")
     write_results(args.runs_dir, args.output, studies=args.studies, samples=args.samples)
@@ -360,21 +365,23 @@ def build_parser():
                        help="a built-in study (or give --config)")
     study.add_argument("--config", metavar="STUDY_FILE",
                        help="a study file (YAML/JSON: data, budget, seeds, arms, baseline, "
-                            "claims; tf_outheads_zoo/study/file.py); its runs and results.md "
-                            "go to --runs-dir (default runs/<file name>)")
+                            "claims; tf_outheads_zoo/study/file.py; the built-in ones are in "
+                            "tf_outheads_zoo/study/builtin)")
     study.add_argument("--samples", type=int, default=1000,
-                       help="paired bootstrap resamples of a study file's report (default 1000)")
-    study.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR,
-                       help=f"where the runs and the shared tokenizers live (default "
-                            f"{DEFAULT_RUNS_DIR})")
+                       help="paired bootstrap resamples of the report (default 1000)")
+    study.add_argument("--runs-dir",
+                       help="where the runs (<arm>/s<seed>), the shared tokenizers and "
+                            f"results.md go (default {DEFAULT_RUNS_DIR}/<study> for a "
+                            "built-in study, runs/<file name> for a study file)")
     study.add_argument("--arms", help="comma-separated arms (default: all)")
-    study.add_argument("--seeds", help="comma-separated seeds (default: 1234,1,2 for the "
-                                       "core arms, 1234 for sweeps)")
+    study.add_argument("--seeds", help="comma-separated seeds, for every arm (default: the "
+                                       "study's)")
     study.add_argument("--steps", type=int, help="step budget (default: the study's)")
-    study.add_argument("--records-dir", default=RECORDS_DIR,
+    study.add_argument("--records-dir",
                        help="where each finished run's light files (scores, curves, "
-                            f"translations, references) are copied (default {RECORDS_DIR}; "
-                            "'' for none)")
+                            "translations, references) are copied (default: "
+                            f"{RECORDS_DIR}/<study> for a built-in study at its own budget, "
+                            "else none; '' for none)")
     study.set_defaults(func=_study)
 
     results = commands.add_parser(

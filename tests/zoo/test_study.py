@@ -24,7 +24,7 @@ def _toy_study(corpus):
         title="Toy study", paper="toy",
         arms={"weak": Arm("lstm-tiny", overrides),
               "strong": Arm("lstm-tiny", overrides + (("model.dropout", 0.0),)),
-              "sweep": Arm("lstm-tiny", overrides + (("model.dropout", 0.2),), core=False)},
+              "sweep": Arm("lstm-tiny", overrides + (("model.dropout", 0.2),), seeds=(1234,))},
         baseline="weak",
         claims=(Claim("strong beats weak", "strong", "weak", "+1 BLEU"),
                 Claim("weak beats strong", "weak", "strong", "+1 BLEU"),
@@ -70,14 +70,16 @@ def toy_runs(corpus, tmp_path, monkeypatch):
     English Bible), one seed of the sweep arm (the KJV with the first verses dropped)."""
     study = _toy_study(corpus)
     monkeypatch.setitem(study_module.STUDIES, "toy", study)
-    runs_dir = str(tmp_path / "runs")
+    runs_dir = str(tmp_path / "runs" / "toy")
     _fake_study_runs(runs_dir, study, corpus)
     return runs_dir
 
 
 def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep"), steps=None):
-    """Finished runs of the toy study's `arms`, every seed (`steps`: {arm: the steps its
-    runs reached}, for a study on a time budget)."""
+    """Finished runs `runs_dir/<arm>/s<seed>` of the toy study's `arms`, every seed
+    (`steps`: {arm: the steps its runs reached}, for a study on a time budget)."""
+    from tf_outheads_zoo.study.definition import write_run_settings
+
     from tf_outheads import data as tfo_data
 
     verses = {split: tfo_data.read_tsv(corpus, source="es", target="en_web",
@@ -90,17 +92,18 @@ def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep"), 
     run_dirs = []
     for name in arms:
         for seed in study_module.study_seeds(study, name):
-            run_dir = study_module.arm_run_dir(runs_dir, study.arms[name], seed, study.steps,
-                                               study.minutes)
+            run_dir = study_module.arm_run_dir(runs_dir, name, seed)
             _fake_run(run_dir, corpus, systems[name], steps=(steps or {}).get(name, 4),
                       dev_loss={"weak": 4.5, "strong": 3.25, "sweep": 3.5}[name])
+            write_run_settings(run_dir, study_module.run_settings(study, name, seed))
             run_dirs.append(run_dir)
     return run_dirs
 
 
 def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_path):
     output = tmp_path / "docs" / "results.md"
-    study_module.write_results(toy_runs, str(output), studies=["toy"], samples=200)
+    study_module.write_results(os.path.dirname(toy_runs), str(output), studies=["toy"],
+                               samples=200)
     text = output.read_text(encoding="utf-8")
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ")
             for line in text.splitlines() if line.startswith("| ")}
@@ -136,7 +139,7 @@ def test_an_equal_wall_clock_study_reports_the_steps_each_arm_reached(corpus, tm
         claims=(Claim("strong is not worse than weak", "strong", "weak", "equal BLEU",
                       kind="not_worse"),))
     monkeypatch.setitem(study_module.STUDIES, "clock", study)
-    runs_dir = str(tmp_path / "runs")
+    runs_dir = str(tmp_path / "clock")
     _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong"),
                      steps={"weak": 400, "strong": 1000})
     text = study_module.study_report("clock", runs_dir, samples=100)
@@ -150,6 +153,7 @@ def test_an_equal_wall_clock_study_reports_the_steps_each_arm_reached(corpus, tm
             in text)
     # A study on a step budget has no such column.
     monkeypatch.setitem(study_module.STUDIES, "steps", dataclasses.replace(study, minutes=None))
+    runs_dir = str(tmp_path / "steps")
     _fake_study_runs(runs_dir, study_module.STUDIES["steps"], corpus, arms=("weak",))
     text = study_module.study_report("steps", runs_dir, samples=100)
     assert "steps / run" not in text and "the steps of" not in text
@@ -157,13 +161,12 @@ def test_an_equal_wall_clock_study_reports_the_steps_each_arm_reached(corpus, tm
 
 def test_unfinished_runs_and_missing_arms_are_reported_as_such(toy_runs, tmp_path):
     study = study_module.STUDIES["toy"]
-    unfinished = study_module.arm_run_dir(toy_runs, study.arms["strong"], 7, study.steps)
+    unfinished = study_module.arm_run_dir(toy_runs, "strong", 7)
     os.makedirs(unfinished)  # no results.json: not counted
     assert 7 not in study_module._finished_runs(toy_runs, study, "strong")
     import shutil
 
-    shutil.rmtree(os.path.dirname(study_module.arm_run_dir(
-        toy_runs, study.arms["sweep"], 1234, study.steps)))
+    shutil.rmtree(os.path.join(toy_runs, "sweep"))
     text = study_module.study_report("toy", toy_runs, str(tmp_path / "figures"), samples=100)
     assert "| sweep | lstm-tiny" in text and "| not run |" in text
 
@@ -182,8 +185,8 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     runs_dir = str(tmp_path / "runs")
-    first = study_module.train_arm(runs_dir, study.arms["strong"], 1, steps=4, eval_every=2)
-    second = study_module.train_arm(runs_dir, study.arms["weak"], 2, steps=4, eval_every=2)
+    first = study_module.train_arm(runs_dir, study, "strong", 1)
+    second = study_module.train_arm(runs_dir, study, "weak", 2)
     # The same tokenizer files in both runs: SentencePiece is trained once.
     for name in ("spm_joint.model", "tokenizer.json"):
         with open(os.path.join(first, name), "rb") as a, open(os.path.join(second, name),
@@ -196,10 +199,33 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
     assert sets["train.steps_per_epoch"] == "2" and sets["train.patience"] == "None"
     assert sets["data.tokenizer_seed"] == str(study_module.TOKENIZER_SEED)
     assert sets["model.dropout"] == "0.0"
-    assert first.endswith(os.path.join("s1-4")) and "+" in os.path.basename(
-        os.path.dirname(first))
+    assert first == os.path.join(runs_dir, "strong", "s1")
     # A finished run is not trained again.
-    study_module.train_arm(runs_dir, study.arms["strong"], 1, steps=4, eval_every=2)
+    study_module.train_arm(runs_dir, study, "strong", 1)
+    assert len(commands) == 2
+    # Nor trained, nor mixed in, with other settings: the error names the study's key.
+    from tf_outheads_zoo.config import ConfigError
+
+    changes = [
+        (dataclasses.replace(study, steps=8), "budget.steps=4, but the study now says 8"),
+        (dataclasses.replace(study, eval_every=4), "eval_every=2, but the study now says 4"),
+        (dataclasses.replace(study, arms=dict(study.arms, strong=Arm(
+            "lstm-tiny", study.arms["strong"].overrides[:-1] + (("model.dropout", 0.1),)))),
+         "arms.strong.set.model.dropout=0.0, but the study now says 0.1"),
+        (dataclasses.replace(study, arms=dict(study.arms, strong=Arm(
+            "lstm-tiny", (("data.corpus", corpus), ("data.vocab_size", 200),
+                          ("model.dropout", 0.0))))),
+         "data.vocab_size=300, but the study now says 200"),
+    ]
+    for changed, message in changes:
+        with pytest.raises(ConfigError, match=re.escape(message)) as error:
+            study_module.train_arm(runs_dir, changed, "strong", 1)
+        assert str(error.value).startswith(first) and "--runs-dir" in str(error.value)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            study_module.finished_runs(runs_dir, changed, "strong")
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            study_module.run_study("toy", runs_dir, study=changed, arms=["weak", "strong"],
+                                   seeds=[2, 1], log=lambda *_: None)
     assert len(commands) == 2
 
 
@@ -279,7 +305,8 @@ def test_records_rewrite_the_same_page_without_the_corpus_or_the_weights(corpus,
     study = _toy_study(own_corpus)
     monkeypatch.setitem(study_module.STUDIES, "toy", study)
     runs_dir = str(tmp_path / "runs")
-    for run_dir in _fake_study_runs(runs_dir, study, own_corpus, arms=("weak", "strong")):
+    for run_dir in _fake_study_runs(os.path.join(runs_dir, "toy"), study, own_corpus,
+                                    arms=("weak", "strong")):
         with open(os.path.join(run_dir, "model.keras"), "wb") as f:
             f.write(b"weights")
     output = str(tmp_path / "docs" / "results.md")
@@ -287,19 +314,20 @@ def test_records_rewrite_the_same_page_without_the_corpus_or_the_weights(corpus,
     from_runs = open(output, encoding="utf-8").read()
 
     records = str(tmp_path / "records")
-    assert study_module.collect_records(runs_dir, records, log=lambda *_: None) == 6
+    assert study_module.collect_records(os.path.join(runs_dir, "toy"),
+                                        os.path.join(records, "toy"), log=lambda *_: None) == 6
     os.remove(own_corpus)
     shutil.rmtree(runs_dir)
     study_module.write_results(records, output, studies=["toy"], samples=100)
     assert open(output, encoding="utf-8").read() == from_runs
-    record = study_module.arm_run_dir(records, study.arms["strong"], 1, study.steps)
+    record = study_module.arm_run_dir(os.path.join(records, "toy"), "strong", 1)
     assert sorted(os.listdir(record)) == [
         "bleu.jsonl", "dev.hyp", "dev.ref", "history.csv", "loss_curves.csv", "preset.json",
-        "results.json", "test.hyp", "test.ref"]
+        "results.json", "study_run.json", "test.hyp", "test.ref"]
 
 
 def test_an_unfinished_run_is_not_recorded(tmp_path):
-    run_dir = tmp_path / "runs" / "runs" / "lstm-tiny" / "s1-4"
+    run_dir = tmp_path / "runs" / "tied" / "s1"
     run_dir.mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match="has not finished"):
         study_module.record_run(str(run_dir), str(tmp_path / "runs"), str(tmp_path / "rec"))
@@ -313,7 +341,7 @@ def test_the_records_directory_is_not_git_ignored():
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if shutil.which("git") is None or not os.path.exists(os.path.join(repo, ".git")):
         pytest.skip("not a git checkout")
-    record = os.path.join(study_module.RECORDS_DIR, "runs", "lstm-cpu-tied", "s1-1500", "dev.hyp")
+    record = os.path.join(study_module.RECORDS_DIR, "pappas", "tied", "s1", "dev.hyp")
     result = subprocess.run(["git", "check-ignore", "-q", record], cwd=repo)
     assert result.returncode == 1, f"{record} is ignored by git"
 
@@ -323,8 +351,7 @@ def test_arms_trained_on_other_data_settings_are_not_compared(toy_runs, tmp_path
     # page names the setting and the runs, and judges no claim.
     study = study_module.STUDIES["toy"]
     for seed in study_module.study_seeds(study, "strong"):
-        path = os.path.join(study_module.arm_run_dir(toy_runs, study.arms["strong"], seed,
-                                                     study.steps), "preset.json")
+        path = os.path.join(study_module.arm_run_dir(toy_runs, "strong", seed), "preset.json")
         with open(path) as f:
             stored = json.load(f)
         del stored["data"]["bucket_width"]  # read as the legacy 8
@@ -342,8 +369,7 @@ def test_arms_trained_on_other_data_settings_are_not_compared(toy_runs, tmp_path
 
 def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
     study = study_module.STUDIES["toy"]
-    path = os.path.join(study_module.arm_run_dir(toy_runs, study.arms["strong"], 1,
-                                                 study.steps), "preset.json")
+    path = os.path.join(study_module.arm_run_dir(toy_runs, "strong", 1), "preset.json")
     with open(path) as f:
         stored = json.load(f)
     stored["data"]["corpus"] = "/elsewhere/" + os.path.basename(stored["data"]["corpus"])

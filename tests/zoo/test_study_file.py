@@ -49,9 +49,8 @@ def test_a_study_file_is_read_into_arms_that_carry_its_data(tmp_path):
     (claim,) = study.claims
     assert (claim.arm, claim.baseline, claim.threshold, claim.kind) == ("joint", "tied", 0.5,
                                                                          "better")
-    # Two arms with the same preset and other settings have their own run directories.
-    assert arm_run_dir("R", study.arms["tied"], 1, 4) != arm_run_dir("R", study.arms["joint"],
-                                                                     1, 4)
+    # Each arm's runs are named by it.
+    assert arm_run_dir("R", "joint", 2) == os.path.join("R", "joint", "s2")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -62,6 +61,8 @@ def test_a_study_file_is_read_into_arms_that_carry_its_data(tmp_path):
     (("{steps: 4}", "{steps: 4, minutes: 2}"), "budget is {steps: N} or {minutes: M}"),
     (("{arm: joint, expect: +0.5}", "{arm: jiont}"), "claims[0].arm must be one of the arms"),
     (("baseline: tied", "baseline: plain"), "baseline must be one of the arms (tied, joint)"),
+    (("  tied:  {", "  tokenizers:  {"), "arms: an arm's name is its runs' directory"),
+    (("  tied:  {", "  ../tied:  {"), "Received: '../tied'"),
     (("vocab_size: 300", "vocab_sise: 300"), "data.vocab_sise; did you mean data.vocab_size?"),
 ])
 def test_a_wrong_study_file_names_the_file_and_the_key(tmp_path, change, message):

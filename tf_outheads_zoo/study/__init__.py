@@ -7,12 +7,15 @@ arm as the baseline of each paired test. Two commands:
     tf-outheads study pappas [--seeds 1234,1,2] [--arms tied,joint-512] [--runs-dir runs/study]
     tf-outheads results [--collect-from runs/study] [--output docs/results.md]
 
-`study` trains what is missing, one run at a time, each in its own run directory
-(`RUNS_DIR/runs/<preset>[+<overrides>]/s<seed>-<budget>`), which resumes after an
-interruption and is skipped once finished. A finished run is then *recorded*:
+Each built-in study is a study file shipped in `builtin/` (`pappas.yaml`, ...), run
+through the same path as a user's (`tf-outheads study --config FILE`). `study` trains
+what is missing, one run at a time, each in its own run directory
+(`RUNS_DIR/<arm>/s<seed>`; `RUNS_DIR` is `runs/study/<name>` for a built-in study), which
+resumes after an interruption and is skipped once finished; a run trained with other
+settings than the study file's is refused, naming the key. A finished run is then *recorded*:
 its light files (scores, BLEU history, per-step losses, the dev/test
 translations and the references they were scored against; not the weights)
-are copied to the same place under `RECORDS_DIR` (`docs/results/study`),
+are copied to the same place under `RECORDS_DIR/<name>` (`docs/results/study`),
 which is committed, so the results page can be rewritten and its paired tests
 redone on any checkout, after the machine that trained the runs is gone. Every run of a study copies one
 tokenizer (`RUNS_DIR/tokenizers/<data key>`): SentencePiece trained twice on the
@@ -25,9 +28,9 @@ run and the machine, and for each claim of a paper whether it held here.
 `benchmarks/peer_opennmt.py` trains its "ours" side through `train_arm`, so
 the baselines it checks against OpenNMT-py are the very runs the studies use.
 
-A study can also be a file (`tf-outheads study --config study.yaml`,
-`tf_outheads_zoo.study.file`): the user's data, budget, seeds, arms and claims; its runs
-and `results.md` go to its own runs directory.
+A study file (`tf-outheads study --config study.yaml`, `tf_outheads_zoo.study.file`)
+holds the user's data, budget, seeds, arms and claims; its runs and `results.md` go to
+its own runs directory.
 
 The package: `definition` (the studies, their seeds, where their runs live), `file`
 (study files), `runner`
@@ -36,8 +39,9 @@ and `report` (the results page). Every name is importable from here.
 """
 
 from tf_outheads_zoo.study.definition import (
-    CORE_SEEDS, DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES, SWEEP_SEEDS, TOKENIZER_SEED, Arm,
-    Claim, Study, arm_run_dir, budget_name, finished_runs, get_study, study_seeds)
+    BUILTIN_DIR, DEFAULT_RUNS_DIR, DEFAULT_SEEDS, RECORDS_DIR, STUDIES, TOKENIZER_SEED, Arm,
+    Claim, Study, arm_run_dir, budget_name, builtin_study_path, check_run_settings,
+    finished_runs, get_study, run_settings, study_seeds)
 from tf_outheads_zoo.study.report import (
     data_differences, machine_description, study_report, write_results, write_study_results)
 from tf_outheads_zoo.study.runner import (
@@ -48,8 +52,9 @@ from tf_outheads_zoo.study.stats import ALPHA, claim_verdict
 _finished_runs = finished_runs
 
 __all__ = [
-    "ALPHA", "CORE_SEEDS", "DEFAULT_RUNS_DIR", "RECORDS_DIR", "RECORD_FILES", "STUDIES",
-    "SWEEP_SEEDS", "TOKENIZER_SEED", "Arm", "Claim", "Study", "arm_run_dir", "budget_name",
-    "claim_verdict", "collect_records", "data_differences", "finished_runs", "get_study",
+    "ALPHA", "BUILTIN_DIR", "DEFAULT_RUNS_DIR", "DEFAULT_SEEDS", "RECORDS_DIR", "RECORD_FILES",
+    "STUDIES", "TOKENIZER_SEED", "Arm", "Claim", "Study", "arm_run_dir", "budget_name",
+    "builtin_study_path", "check_run_settings", "claim_verdict", "collect_records",
+    "data_differences", "finished_runs", "get_study", "run_settings",
     "machine_description", "record_run", "run_study", "study_report", "study_seeds",
     "tokenizer_dir", "train_arm", "write_results", "write_study_results"]

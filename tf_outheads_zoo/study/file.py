@@ -33,7 +33,7 @@ import re
 
 from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.schema import refuse_unknown
-from tf_outheads_zoo.study.definition import Arm, Claim, Study
+from tf_outheads_zoo.study.definition import RESERVED_NAMES, Arm, Claim, Study
 
 STUDY_KEYS = ("title", "notes", "paper", "data", "budget", "seeds", "eval_every", "arms",
               "baseline", "claims", "select_by")
@@ -105,6 +105,11 @@ def read_study_file(path):
     arms = {}
     for name, arm in arms_values.items():
         where = f"{path}: arms.{name}"
+        if (not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name)
+                or name in RESERVED_NAMES):
+            raise ConfigError(f"{path}: arms: an arm's name is its runs' directory: letters, "
+                              "digits and _.+- (not starting with one of these), and none of "
+                              f"{', '.join(RESERVED_NAMES)}. Received: {name!r}")
         arm = _mapping(arm, where)
         refuse_unknown(arm, ARM_KEYS, where)
         preset = arm.get("preset")

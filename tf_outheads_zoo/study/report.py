@@ -15,12 +15,14 @@ from tf_outheads_zoo.study.stats import (
     variant_score)
 
 
-def study_report(name, runs_dir=DEFAULT_RUNS_DIR, figures_dir=None, samples=1000, study=None):
+def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None):
     """The Markdown section of study `name` (or of `study`, a study file's; `name` then
-    names its figures), and its SVG figures in `figures_dir`."""
+    names its figures) from its runs (or records) `runs_dir/<arm>/s<seed>` (default
+    `DEFAULT_RUNS_DIR/<name>`), and its SVG figures in `figures_dir`."""
     from tf_outheads_zoo.plots import write_line_plot
 
     study = study or get_study(name)
+    runs_dir = runs_dir or os.path.join(DEFAULT_RUNS_DIR, name)
     runs = {arm: finished_runs(runs_dir, study, arm) for arm in study.arms}
     budget = (f"{study.minutes:g} minutes of training" if study.minutes
               else f"{study.steps} steps")
@@ -320,7 +322,7 @@ def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"
                   studies=None, samples=1000, log=print):
     """Writes the results page from the run records (or run directories); returns its path."""
     figures_dir = os.path.join(os.path.dirname(output) or ".", "results")
-    sections = [study_report(name, runs_dir, figures_dir, samples)
+    sections = [study_report(name, os.path.join(runs_dir, name), figures_dir, samples)
                 for name in (studies or STUDIES)]
     text = "\n".join([
         "# Results: which output layer is better?", "",

@@ -1,18 +1,22 @@
 """Training a study's runs, one `tf-outheads train` subprocess at a time, on one shared
 tokenizer, and recording each finished run's light files (`record_run`)."""
 
+import dataclasses
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 
 from tf_outheads_zoo.study.definition import (
-    DEFAULT_RUNS_DIR, RECORDS_DIR, TOKENIZER_SEED, arm_run_dir, budget_name, get_study,
-    short_hash, study_seeds)
+    DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE, TOKENIZER_SEED, arm_run_dir,
+    budget_name, check_run_settings, get_study, run_settings, short_hash, study_seeds,
+    write_run_settings)
 
 # What a record holds besides the translations and their references (`record_run`).
-RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv")
+RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv",
+                SETTINGS_FILE)
 # The subprocesses run here, where `python -m tf_outheads_zoo.cli` finds the package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,20 +66,25 @@ def _literal(value):
     return repr(value)
 
 
-def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log=print,
-              records_dir=None):
-    """Trains one arm for one seed (unless finished); returns its run directory.
+def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
+    """Trains one arm of `study` for one seed (unless finished); returns its run directory,
+    `RUNS_DIR/<arm>/s<seed>` (`arm_run_dir`).
 
     The run is `tf-outheads train` in a subprocess (its log in `train.log`) with
-    the arm's overrides plus `train.seed`, the step or time budget, evaluation
-    every `eval_every` steps, no early stopping, and the shared tokenizer.
-    With `records_dir`, the finished run (and its extra decodings) is recorded
-    there (`record_run`).
+    the arm's overrides plus `train.seed`, the study's step or time budget, evaluation
+    every `eval_every` steps, no early stopping, and the shared tokenizer. Its settings
+    are written first (`study_run.json`): a run killed midway resumes from its backup
+    when the study runs again, and a run of other settings is refused
+    (`check_run_settings`), never retrained or mixed in. With `records_dir`, the finished
+    run (and its extra decodings) is recorded there (`record_run`).
     """
-    run_dir = arm_run_dir(runs_dir, arm, seed, steps, minutes)
+    arm = study.arms[arm_name]
+    settings = run_settings(study, arm_name, seed)
+    run_dir = arm_run_dir(runs_dir, arm_name, seed)
+    check_run_settings(run_dir, settings)
     if not os.path.exists(os.path.join(run_dir, "results.json")):
         source = tokenizer_dir(runs_dir, arm.preset, arm.override_dict(), log=log)
-        os.makedirs(run_dir, exist_ok=True)
+        write_run_settings(run_dir, settings)
         for name in os.listdir(source):
             if name.startswith("spm_") or name == "tokenizer.json":
                 if not os.path.exists(os.path.join(run_dir, name)):
@@ -84,16 +93,15 @@ def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log
         overrides.update({
             "data.tokenizer_seed": TOKENIZER_SEED,
             "train.seed": seed,
-            "train.max_steps": None if minutes else steps,
-            "train.max_minutes": minutes,
-            "train.steps_per_epoch": eval_every,
+            "train.max_steps": None if study.minutes else study.steps,
+            "train.max_minutes": study.minutes,
+            "train.steps_per_epoch": study.eval_every,
             "train.patience": None,
         })
         command = [sys.executable, "-m", "tf_outheads_zoo.cli", "train", "--preset", arm.preset,
                    "--run-dir", run_dir]
         for key, value in overrides.items():
             command += ["--set", f"{key}={_literal(value)}"]
-        log(f"[study] {arm.preset} seed {seed} ({budget_name(steps, minutes)}) → {run_dir}")
         env = dict(os.environ, TF_OUTHEADS_QUIET="1", TF_CPP_MIN_LOG_LEVEL="2")
         with open(os.path.join(run_dir, "train.log"), "a", encoding="utf-8") as out:
             subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=True,
@@ -101,7 +109,7 @@ def train_arm(runs_dir, arm, seed, steps=None, minutes=None, eval_every=300, log
     for suffix, options in arm.decodings:
         _decode_variant(run_dir, suffix, dict(options), log=log)
     if records_dir:
-        record_run(run_dir, runs_dir, records_dir, log=log)
+        record_run(run_dir, runs_dir, records_dir, log=lambda *_: None)
     return run_dir
 
 
@@ -137,13 +145,16 @@ def record_run(run_dir, runs_dir, records_dir, log=print):
 
 
 def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
-    """Records every finished run under `runs_dir/runs` (`record_run`); returns their count."""
+    """Records every finished run `runs_dir/<arm>/s<seed>` (`record_run`) of one study;
+    returns their count."""
     count = 0
-    root = os.path.join(runs_dir, "runs")
-    for arm_name in sorted(os.listdir(root)) if os.path.isdir(root) else ():
-        for entry in sorted(os.listdir(os.path.join(root, arm_name))):
-            run_dir = os.path.join(root, arm_name, entry)
-            if os.path.exists(os.path.join(run_dir, "results.json")):
+    for arm_name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else ():
+        arm_dir = os.path.join(runs_dir, arm_name)
+        if arm_name in RESERVED_NAMES or not os.path.isdir(arm_dir):
+            continue
+        for entry in sorted(os.listdir(arm_dir)):
+            run_dir = os.path.join(arm_dir, entry)
+            if entry.startswith("s") and os.path.exists(os.path.join(run_dir, "results.json")):
                 record_run(run_dir, runs_dir, records_dir, log=log)
                 count += 1
     return count
@@ -174,23 +185,77 @@ def _decode_variant(run_dir, suffix, options, log=print):
         log(f"[study] {run_dir}: {split} decoded with {options} → {output}")
 
 
-def run_study(name, runs_dir=DEFAULT_RUNS_DIR, arms=None, seeds=None, steps=None, log=print,
-              records_dir=RECORDS_DIR, study=None):
-    """Trains every missing (arm, seed) of study `name` (or of `study`, a study file's),
-    one after the other, and records each finished run in `records_dir` (`record_run`;
-    `None`: not recorded)."""
+def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
+              records_dir=None, study=None):
+    """Trains every missing (arm, seed) of study `name` (built in) or `study` (a study
+    file's), one after the other, in `runs_dir/<arm>/s<seed>`; returns the study run (with
+    `steps`, the command's budget, in place of the study's).
+
+    Every finished or started run is checked against the study first
+    (`check_run_settings`): a changed setting is refused before anything trains. One
+    line per run says its arm, seed, steps of the budget, its time and the study's ETA.
+    With `records_dir`, each finished run is recorded there (`record_run`).
+    """
+    import time
+
     study = study or get_study(name)
+    runs_dir = runs_dir or os.path.join(DEFAULT_RUNS_DIR, name)
+    if steps:
+        study = dataclasses.replace(study, steps=int(steps), minutes=None)
     arms = list(arms or study.arms)
     unknown = [a for a in arms if a not in study.arms]
     if unknown:
         raise ValueError(f"Study {name!r} has no arm {unknown[0]!r}; its arms: "
                          f"{', '.join(study.arms)}")
-    # Seeds first, so that an interrupted study has every arm at the first seed.
-    order = sorted({(i, arm) for arm in arms
-                    for i, _ in enumerate(study_seeds(study, arm, seeds))})
-    for index, arm in order:
-        seed = study_seeds(study, arm, seeds)[index]
-        train_arm(runs_dir, study.arms[arm], seed, steps=steps or study.steps,
-                  minutes=None if steps else study.minutes, eval_every=study.eval_every,
-                  log=log, records_dir=records_dir)
+    # Seeds first (arms in the study's order), so that an interrupted study has every arm
+    # at its first seed.
+    arm_seeds = {arm: study_seeds(study, arm, seeds) for arm in arms}
+    order = [(arm, arm_seeds[arm][index])
+             for index in range(max(len(s) for s in arm_seeds.values()))
+             for arm in arms if index < len(arm_seeds[arm])]
+    for arm, seed in order:
+        check_run_settings(arm_run_dir(runs_dir, arm, seed), run_settings(study, arm, seed))
+    todo = [(arm, seed) for arm, seed in order if not os.path.exists(
+        os.path.join(arm_run_dir(runs_dir, arm, seed), "results.json"))]
+    log(f"[study] {name}: {len(order)} runs ({len(order) - len(todo)} finished earlier), "
+        f"{budget_name(study.steps, study.minutes)} each → {runs_dir}")
+    durations = []
+    for number, (arm, seed) in enumerate(order, 1):
+        run_dir = arm_run_dir(runs_dir, arm, seed)
+        finished = os.path.exists(os.path.join(run_dir, "results.json"))
+        if not finished:
+            log(f"[study] run {number}/{len(order)} {arm} seed {seed}: training "
+                f"(log: {os.path.join(run_dir, 'train.log')})")
+        started = time.monotonic()
+        train_arm(runs_dir, study, arm, seed, log=log, records_dir=records_dir)
+        if finished:
+            log(f"[study] run {number}/{len(order)} {arm} seed {seed}: finished earlier, "
+                "skipped")
+            continue
+        durations.append(time.monotonic() - started)
+        todo.remove((arm, seed))
+        log(f"[study] run {number}/{len(order)} {arm} seed {seed}: "
+            f"{_run_progress(run_dir, study)} in {durations[-1] / 60:.1f} min; "
+            + (f"study ETA {_duration(statistics.fmean(durations) * len(todo))} "
+               f"({len(todo)} run(s) left)" if todo else "study done"))
+    return study
 
+
+def _run_progress(run_dir, study):
+    """`step 1500/1500, dev BLEU 12.31` of a finished run (its results.json, bleu.jsonl)."""
+    with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+        steps = json.load(f).get("steps")
+    budget = f"/{study.steps}" if not study.minutes else f" in {study.minutes:g} min"
+    text = f"step {steps}{budget}"
+    path = os.path.join(run_dir, "bleu.jsonl")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+        if lines:
+            text += f", dev BLEU {json.loads(lines[-1])['bleu']:.2f}"
+    return text
+
+
+def _duration(seconds):
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
