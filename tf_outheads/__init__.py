@@ -12,6 +12,7 @@ from tf_outheads import export
 from tf_outheads import metrics
 from tf_outheads import training
 from tf_outheads.decoding.greedy import greedy_search
+from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.decoding.translator import Translator
 from tf_outheads.decoding.translator import translate
 from tf_outheads.layers.attention import LuongAttention
@@ -61,6 +62,7 @@ __all__ = [
     "SoftmaxHead",
     "TiedSoftmaxHead",
     "VMFLoss",
+    "Scorer",
     "Translator",
     "compile_for_translation",
     "corpus_bleu",

@@ -125,6 +125,34 @@ def _translate(args):
             f.write(text)
 
 
+def _score(args):
+    from tf_outheads.decoding.scoring import Scorer
+    from tf_outheads.metrics import read_lines
+    from tf_outheads_zoo.runs import load_run
+
+    sources, targets = read_lines(args.source), read_lines(args.target)
+    if len(sources) != len(targets):
+        raise CommandError(f"--source {args.source} has {len(sources)} lines and --target "
+                           f"{args.target} has {len(targets)}: one translation per source")
+    model, source_tokenizer, target_tokenizer, _ = load_run(args.run_dir)
+    options = {"batch_size": args.batch_size} if args.batch_size else {}
+    scorer = Scorer(model, source_tokenizer, target_tokenizer, **options)
+    results = scorer.score(sources, targets, per_token=args.per_token)
+    lines = [json.dumps(r, ensure_ascii=False) for r in results]
+    if args.output in (None, "-"):
+        sys.stdout.write("".join(line + "\n" for line in lines))
+    else:
+        with open(args.output + ".tmp", "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+        os.replace(args.output + ".tmp", args.output)
+    tokens = sum(r["tokens"] for r in results)
+    total = sum(r["log_prob"] for r in results)
+    kind = ("cross-entropy" if scorer.log_probabilities
+            else f"mean score (not a log-probability: scoring={model.head.scoring!r})")
+    print(f"[score] {len(results)} pairs, {tokens} target tokens (EOS included): "
+          f"{kind} {-total / max(tokens, 1):.4f} nats per token", file=sys.stderr)
+
+
 def _compare(args):
     from tf_outheads_zoo.compare import compare_runs
 
@@ -135,7 +163,7 @@ def _compare(args):
 
 def _study(args):
     from tf_outheads_zoo.study import (DEFAULT_RUNS_DIR, RECORDS_DIR, builtin_study_path,
-                                       run_study, write_study_results)
+                                       export_winner, run_study, write_study_results)
     from tf_outheads_zoo.study.file import read_study_file
 
     if (args.name is None) == (args.config is None):
@@ -156,7 +184,9 @@ def _study(args):
         records_dir = os.path.join(RECORDS_DIR, name)
     study = run_study(name, runs_dir, arms=arms, seeds=seeds, steps=args.steps, study=study,
                       records_dir=records_dir or None)
-    write_study_results(name, study, runs_dir, samples=args.samples)
+    numbers = write_study_results(name, study, runs_dir, samples=args.samples)
+    if args.export_winner:
+        export_winner(numbers, args.export_winner)
 
 
 def _results(args):
@@ -180,17 +210,15 @@ def _int_tuple(text):
 
 
 def _export(args):
-    from tf_outheads.export import export_options, export_translator
-    from tf_outheads_zoo.runs import load_run
+    from tf_outheads_zoo.runs import export_run
 
-    model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
     # Defaults of the SavedModel's signatures: the run's decoding settings,
     # unless given here.
-    options = export_options(preset["decode"])
+    options = {}
     _override(options, args, ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
                               "beam_sizes", "max_source_length", "max_request_sources",
                               "max_request_pieces"))
-    path = export_translator(model, source_tokenizer, target_tokenizer, args.output, **options)
+    path = export_run(args.run_dir, args.output, **options)
     print(f"[export] SavedModel written to {path} (signatures serving_default, translate; "
           f"see serving/README.md)")
 
@@ -316,6 +344,19 @@ def build_parser():
                                 "(default: the run's decode.replace_unk)")
     translate.set_defaults(func=_translate)
 
+    score = commands.add_parser(
+        "score", help="score given translations (forced decoding): log-probabilities per "
+                      "sentence and per token")
+    score.add_argument("--run-dir", required=True)
+    score.add_argument("--source", required=True, help="one source sentence per line")
+    score.add_argument("--target", required=True, help="its translation, line by line")
+    score.add_argument("--output", help="JSON lines: log_prob, tokens, mean_log_prob "
+                                        "(default stdout)")
+    score.add_argument("--per-token", action="store_true",
+                       help="also each target piece and its log-probability")
+    score.add_argument("--batch-size", type=int, help="pairs per pass (default 32)")
+    score.set_defaults(func=_score)
+
     export = commands.add_parser(
         "export", help="write a SavedModel that translates raw strings (TF Serving)")
     export.add_argument("--run-dir", required=True, help="a trained run (model.keras, tokenizers)")
@@ -377,6 +418,9 @@ def build_parser():
     study.add_argument("--seeds", help="comma-separated seeds, for every arm (default: the "
                                        "study's)")
     study.add_argument("--steps", type=int, help="step budget (default: the study's)")
+    study.add_argument("--export-winner", metavar="DIR",
+                       help="export the best arm's best seed (by the study's select_by on "
+                            "dev) as tf-outheads export's SavedModel, with winner.json")
     study.add_argument("--records-dir",
                        help="where each finished run's light files (scores, curves, "
                             "translations, references) are copied (default: "

@@ -23,7 +23,7 @@ def _ticks(low, high, count=5):
     return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
-def write_line_plot(path, series, title="", xlabel="", ylabel=""):
+def write_line_plot(path, series, title="", xlabel="", ylabel="", bands=None):
     """Writes an SVG line plot of several named series.
 
     Args:
@@ -31,6 +31,8 @@ def write_line_plot(path, series, title="", xlabel="", ylabel=""):
         series: dict of label → `(xs, ys)`, sequences of numbers of equal length.
             Non-finite points are skipped.
         title, xlabel, ylabel: str.
+        bands: optional dict of label → `(xs, lows, highs)`: a shaded band in the
+            series' colour (e.g. the range over seeds around their mean).
 
     Raises:
         ValueError: if `series` is empty, a series' xs and ys differ in length,
@@ -45,7 +47,14 @@ def write_line_plot(path, series, title="", xlabel="", ylabel=""):
             raise ValueError(f"Series {label!r}: {len(xs)} x values but {len(ys)} y values")
         points[label] = [(float(x), float(y)) for x, y in zip(xs, ys)
                          if math.isfinite(float(x)) and math.isfinite(float(y))]
-    finite = [p for pts in points.values() for p in pts]
+    shaded = {}
+    for label, (xs, lows, highs) in (bands or {}).items():
+        if label not in series:
+            raise ValueError(f"Band {label!r} has no series of that label: {list(series)}")
+        shaded[label] = [(float(x), float(lo), float(hi)) for x, lo, hi in zip(xs, lows, highs)
+                         if all(math.isfinite(float(v)) for v in (x, lo, hi))]
+    finite = [p for pts in points.values() for p in pts] + [
+        (x, y) for pts in shaded.values() for x, lo, hi in pts for y in (lo, hi)]
     if not finite:
         raise ValueError(f"No finite point to plot in series {list(series)}")
     x_low, x_high = min(p[0] for p in finite), max(p[0] for p in finite)
@@ -82,6 +91,12 @@ def write_line_plot(path, series, title="", xlabel="", ylabel=""):
                  f'transform="rotate(-90 16 {_TOP + plot_h / 2})">{escape(ylabel)}</text>')
     for index, (label, pts) in enumerate(points.items()):
         color = COLORS[index % len(COLORS)]
+        band = shaded.get(label)
+        if band:
+            outline = ([f"{sx(x):.1f},{sy(hi):.1f}" for x, _, hi in band]
+                       + [f"{sx(x):.1f},{sy(lo):.1f}" for x, lo, _ in reversed(band)])
+            parts.append(f'<polygon fill="{color}" fill-opacity="0.15" stroke="none" '
+                         f'points="{" ".join(outline)}"/>')
         coordinates = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.2" '
                      f'points="{coordinates}"><title>{escape(label)}</title></polyline>')

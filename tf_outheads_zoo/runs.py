@@ -339,3 +339,16 @@ def load_run(run_dir):
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
     return model, source_tokenizer, target_tokenizer, preset
+
+
+def export_run(run_dir, output, **options):
+    """`tf-outheads export`: the SavedModel of a trained run (raw strings in, translations
+    out) in `output`, its signatures' defaults the run's decoding settings unless given in
+    `options` (`tf_outheads.export.export_options`' names); returns its path."""
+    from tf_outheads.export import export_options, export_translator
+
+    model, source_tokenizer, target_tokenizer, preset = load_run(run_dir)
+    settings = export_options(preset["decode"])
+    settings.update({k: v for k, v in options.items() if v is not None})
+    return export_translator(model, source_tokenizer, target_tokenizer, output, **settings)
+

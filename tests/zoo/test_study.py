@@ -11,6 +11,7 @@ import pytest
 from tests.corpus import write_corpus_slice
 from tf_outheads_zoo import study as study_module
 from tf_outheads_zoo.study import Arm, Claim, Study
+from tf_outheads_zoo.study import runner
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +112,25 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     assert rows["sweep"][2] == "1234"
     # Identical runs per seed: sd 0, and three paired p-values below 0.05 for 'strong'.
     assert rows["strong"][4].endswith("± 0.00")
-    p_values = [float(p) for p in rows["strong"][7].split(" / ")]
+    p_values = [float(p) for p in rows["strong"][9].split(" / ")]
     assert len(p_values) == 3 and all(p < 0.05 for p in p_values)
     delta, interval = rows["strong"][5].split(" ", 1)
     assert float(delta) > 10 and interval == f"[{delta}, {delta}]"  # no spread over seeds
     assert rows["weak"][5] == "—"  # the baseline is not tested against itself
     assert rows["strong"][6] == "3.250 ± 0.000"  # the last dev evaluation's loss
+    # chrF and the length ratio of the test translations, against the run's references.
+    from sacrebleu.metrics import BLEU
+
+    from tf_outheads.metrics import corpus_chrf, read_lines
+    from tf_outheads_zoo.compare import run_references
+
+    run_dir = study_module.arm_run_dir(toy_runs, "strong", 1)
+    hyps, refs = read_lines(os.path.join(run_dir, "test.hyp")), run_references(run_dir, "test")
+    bleu = BLEU().corpus_score(hyps, [refs])
+    assert rows["strong"][7] == f"{corpus_chrf(hyps, refs).score:.2f} ± 0.00"
+    assert rows["strong"][8] == f"{bleu.sys_len / bleu.ref_len:.3f} ± 0.000"
+    assert rows["weak"][7] != rows["strong"][7]
+    assert "Dev cross-entropy (nats per token): full cross-entropy, label smoothing" in text
     assert "strong beats weak (paper: +1 BLEU): **holds**: test BLEU Δ +" in text
     assert "weak beats strong (paper: +1 BLEU): **contradicted**" in text
     # Claims against another arm than the baseline get their own paired tests.
@@ -184,6 +198,8 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
+    scored = []
+    monkeypatch.setattr(runner, "score_run", lambda run_dir, log: scored.append(run_dir))
     runs_dir = str(tmp_path / "runs")
     first = study_module.train_arm(runs_dir, study, "strong", 1)
     second = study_module.train_arm(runs_dir, study, "weak", 2)
@@ -200,6 +216,7 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
     assert sets["data.tokenizer_seed"] == str(study_module.TOKENIZER_SEED)
     assert sets["model.dropout"] == "0.0"
     assert first == os.path.join(runs_dir, "strong", "s1")
+    assert scored == [first, second]  # each finished run is scored by forced decoding
     # A finished run is not trained again.
     study_module.train_arm(runs_dir, study, "strong", 1)
     assert len(commands) == 2

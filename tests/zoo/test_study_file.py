@@ -2,6 +2,10 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -10,6 +14,8 @@ from tf_outheads_zoo import cli
 from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.study import arm_run_dir, study_seeds
 from tf_outheads_zoo.study.file import read_study_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 STUDY = """
 title: Tied against joint on my corpus
@@ -81,30 +87,83 @@ def test_a_margin_makes_a_not_worse_claim(tmp_path):
     assert claim.text == "joint is within 1 BLEU of tied"
 
 
-@pytest.mark.slow  # 4 CLI trainings in subprocesses (about 3 minutes on 2 cores)
-def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_path):
+@pytest.mark.slow  # 5 CLI trainings in subprocesses (about 4 minutes on 2 cores)
+def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_path, capsys):
+    """The issue's first "done when": a study on plain-text files, 2 arms × 2 seeds, killed
+    after its first run and restarted, trains no run twice, writes results.md /
+    results.json / plots and exports the winner."""
     corpus = write_corpus_slice(tmp_path / "small.tsv", 400, 20, 20)
     files = write_text_files(corpus, str(tmp_path / "corpora"))
     assert text_data(files)["train"]["source"].endswith("train.es")
     study_file = write(tmp_path, STUDY)
     runs_dir = tmp_path / "runs"
     argv = ["study", "--config", study_file, "--runs-dir", str(runs_dir), "--samples", "50"]
-    cli.main(argv)
-    study = read_study_file(study_file)
-    logs = {}
-    for arm_name, arm in study.arms.items():
+    # Killed once its first run has finished (the second may be midway).
+    first = runs_dir / "tied" / "s1"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(tmp_path / "killed.log", "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "tf_outheads_zoo.cli", *argv],
+                                   stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   cwd=ROOT, start_new_session=True)
+        deadline = time.monotonic() + 600
+        while not (first / "results.json").exists() or not (first / "cross_entropy.json"
+                                                              ).exists():
+            assert process.poll() is None, (tmp_path / "killed.log").read_text()
+            assert time.monotonic() < deadline, "the first run did not finish in 10 minutes"
+            time.sleep(0.5)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    finished_at = os.path.getmtime(first / "results.json")
+    assert not (runs_dir / "joint" / "s2" / "results.json").exists()
+
+    cli.main(argv + ["--export-winner", str(tmp_path / "winner")])
+    # No run trained twice: the first run's training started once.
+    assert os.path.getmtime(first / "results.json") == finished_at
+    assert (first / "train.log").read_text().count("[train] strategy") == 1
+    mtimes = {}
+    for arm_name in ("tied", "joint"):
         for seed in (1, 2):
-            run_dir = arm_run_dir(str(runs_dir), arm, seed, 4)
+            run_dir = arm_run_dir(str(runs_dir), arm_name, seed)
             with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
                 assert json.load(f)["steps"] == 4
-            logs[run_dir] = os.path.getmtime(os.path.join(run_dir, "results.json"))
+            with open(os.path.join(run_dir, "study_run.json"), encoding="utf-8") as f:
+                assert json.load(f)["budget"] == {"steps": 4}
+            with open(os.path.join(run_dir, "cross_entropy.json"), encoding="utf-8") as f:
+                scores = json.load(f)
+            assert scores["dev"]["tokens"] > 100 and scores["dev"]["cross_entropy"] > 0
+            assert scores["log_probabilities"] and not scores["continuous"]
+            mtimes[run_dir] = os.path.getmtime(os.path.join(run_dir, "results.json"))
     text = (runs_dir / "results.md").read_text(encoding="utf-8")
     assert "# Tied against joint on my corpus" in text
     assert "- joint beats tied by more than +0.5 BLEU (paper: —): **" in text
-    assert (runs_dir / "results" / "study_dev_bleu.svg").exists()
+    assert "cross-entropy by forced decoding, no label smoothing (tied, joint)" in text
+    for figure in ("study_dev_bleu.svg", "study_dev_loss.svg", "study_loss.svg"):
+        assert (runs_dir / "results" / figure).exists()
+    assert "<polygon" in (runs_dir / "results" / "study_dev_loss.svg").read_text()
+    numbers = json.loads((runs_dir / "results.json").read_text(encoding="utf-8"))
+    assert set(numbers["arms"]) == {"tied", "joint"}
+    assert set(numbers["arms"]["joint"]["runs"]) == {"1", "2"}
+    effect = numbers["arms"]["joint"]["dev_cross_entropy_vs_baseline"]
+    assert effect["seeds"] == 2 and effect["verdict"] in ("holds", "contradicted",
+                                                          "inconclusive")
+    # The winner: the best arm by mean dev BLEU, its best seed; exported and named.
+    winner = numbers["winner"]
+    means = {arm: sum(r["dev_bleu"] for r in entry["runs"].values()) / 2
+             for arm, entry in numbers["arms"].items()}
+    assert winner["arm"] == max(means, key=means.get)
+    assert (tmp_path / "winner" / "saved_model.pb").exists()
+    stored = json.loads((tmp_path / "winner" / "winner.json").read_text(encoding="utf-8"))
+    assert (stored["arm"], stored["seed"], stored["metric"]) == (winner["arm"],
+                                                                 winner["seed"], "dev_bleu")
     # One shared tokenizer for the two arms' identical data settings.
     assert len(os.listdir(runs_dir / "tokenizers")) == 1
-    # Run again: every run is finished, none is trained twice.
+    # Run again: every run is finished, none is trained again.
     cli.main(argv)
-    for run_dir, mtime in logs.items():
+    for run_dir, mtime in mtimes.items():
         assert os.path.getmtime(os.path.join(run_dir, "results.json")) == mtime
+    # A changed study file that would change a finished run is refused, naming the key.
+    changed = write(tmp_path, STUDY.replace("joint_dim: 16", "joint_dim: 8"))
+    with pytest.raises(SystemExit):
+        cli.main(argv[:2] + [changed] + argv[3:])
+    error = capsys.readouterr().err
+    assert "arms.joint.set.model.head=" in error and "--runs-dir" in error

@@ -7,6 +7,8 @@ from tf_outheads.decoding.beam import tile_for_beam
 from tf_outheads.decoding.greedy import GreedyResult
 from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source
+from tf_outheads.decoding.scoring import Scorer
+from tf_outheads.decoding.scoring import score
 from tf_outheads.decoding.translator import Translator
 from tf_outheads.decoding.translator import translate
 from tf_outheads.decoding.unk import replace_unknown_words
@@ -14,12 +16,14 @@ from tf_outheads.decoding.unk import replace_unknown_words
 __all__ = [
     "BeamResult",
     "GreedyResult",
+    "Scorer",
     "Translator",
     "beam_search",
     "gather_beams",
     "greedy_search",
     "max_length_from_source",
     "replace_unknown_words",
+    "score",
     "tile_for_beam",
     "translate",
 ]

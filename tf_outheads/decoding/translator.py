@@ -159,18 +159,7 @@ class Translator:
     @staticmethod
     def _as_bytes(sentences):
         """UTF-8 bytes of each source; a `ValueError` for an item that is not a string."""
-        raw = []
-        for index, sentence in enumerate(sentences):
-            if isinstance(sentence, str):
-                # A lone surrogate (text read with errors="surrogateescape")
-                # becomes invalid bytes, then U+FFFD in the graph.
-                raw.append(sentence.encode("utf-8", "surrogatepass"))
-            elif isinstance(sentence, (bytes, np.bytes_)):
-                raw.append(bytes(sentence))
-            else:
-                raise ValueError("`sentences` must hold strings (str or bytes). "
-                                 f"Received: item {index} of type {type(sentence).__name__}")
-        return tf.constant(raw, dtype=tf.string)
+        return string_tensor(sentences, "sentences")
 
     def translate(self, sentences):
         """Translate raw source strings.
@@ -219,6 +208,23 @@ class Translator:
             for index, text in zip(indices, texts.numpy()[:, 0]):
                 outputs[index] = text.decode("utf-8")
         return outputs
+
+
+def string_tensor(items, name):
+    """A string tensor of the UTF-8 bytes of each item (str or bytes); a `ValueError`
+    naming the argument `name` for an item that is not a string."""
+    raw = []
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            # A lone surrogate (text read with errors="surrogateescape")
+            # becomes invalid bytes, then U+FFFD in the graph.
+            raw.append(item.encode("utf-8", "surrogatepass"))
+        elif isinstance(item, (bytes, np.bytes_)):
+            raw.append(bytes(item))
+        else:
+            raise ValueError(f"`{name}` must hold strings (str or bytes). "
+                             f"Received: item {index} of type {type(item).__name__}")
+    return tf.constant(raw, dtype=tf.string)
 
 
 def translate(model, sentences, source_tokenizer, target_tokenizer, **kwargs):

@@ -162,6 +162,12 @@ class ContinuousOutputHead(keras.layers.Layer):
         return self.output_layer(x)
 
     @property
+    def scores_are_log_probabilities(self):
+        """Whether `scores` are log-probabilities (`"posterior"`): forced-decoding scores
+        (`tf_outheads.decoding.Scorer`) are then a log-probability, else the search's."""
+        return self.scoring == "posterior"
+
+    @property
     def max_step_score(self):
         """Upper bound of one step's `scores` (beam search's early stop); `None`: none."""
         return {"posterior": 0.0, "cosine": 1.0, "log_likelihood": None}[self.scoring]

@@ -43,9 +43,10 @@ from tf_outheads_zoo.study.definition import (
     Claim, Study, arm_run_dir, budget_name, builtin_study_path, check_run_settings,
     finished_runs, get_study, run_settings, study_seeds)
 from tf_outheads_zoo.study.report import (
-    data_differences, machine_description, study_report, write_results, write_study_results)
+    choose_winner, data_differences, export_winner, machine_description, study_report,
+    write_results, write_study_results)
 from tf_outheads_zoo.study.runner import (
-    RECORD_FILES, collect_records, record_run, run_study, tokenizer_dir, train_arm)
+    RECORD_FILES, collect_records, record_run, run_study, score_run, tokenizer_dir, train_arm)
 from tf_outheads_zoo.study.stats import ALPHA, claim_verdict
 
 # The name the tests have read the finished runs of an arm by.
@@ -54,7 +55,8 @@ _finished_runs = finished_runs
 __all__ = [
     "ALPHA", "BUILTIN_DIR", "DEFAULT_RUNS_DIR", "DEFAULT_SEEDS", "RECORDS_DIR", "RECORD_FILES",
     "STUDIES", "TOKENIZER_SEED", "Arm", "Claim", "Study", "arm_run_dir", "budget_name",
-    "builtin_study_path", "check_run_settings", "claim_verdict", "collect_records",
+    "builtin_study_path", "check_run_settings", "choose_winner", "claim_verdict",
+    "collect_records", "export_winner",
     "data_differences", "finished_runs", "get_study", "run_settings",
-    "machine_description", "record_run", "run_study", "study_report", "study_seeds",
+    "machine_description", "record_run", "run_study", "score_run", "study_report", "study_seeds",
     "tokenizer_dir", "train_arm", "write_results", "write_study_results"]

@@ -29,6 +29,8 @@ DEFAULT_SEEDS = (1234, 1, 2)
 RESERVED_NAMES = ("tokenizers", "results", "results.md", "results.json", "winner")
 # Each run's settings, written before it trains (`run_settings`).
 SETTINGS_FILE = "study_run.json"
+# Each finished run's dev/test cross-entropy by forced decoding (`runner.score_run`).
+CROSS_ENTROPY_FILE = "cross_entropy.json"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,8 +2,10 @@
 curves as SVG, whether its runs are comparable (`data_differences`) and its claims'
 verdicts (`stats.claim_verdict`), from run records or run directories."""
 
+import dataclasses
 import functools
 import json
+import math
 import os
 import platform
 import statistics
@@ -15,10 +17,15 @@ from tf_outheads_zoo.study.stats import (
     variant_score)
 
 
-def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None):
+def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None,
+                 collect=None):
     """The Markdown section of study `name` (or of `study`, a study file's; `name` then
     names its figures) from its runs (or records) `runs_dir/<arm>/s<seed>` (default
-    `DEFAULT_RUNS_DIR/<name>`), and its SVG figures in `figures_dir`."""
+    `DEFAULT_RUNS_DIR/<name>`), and its SVG figures in `figures_dir`.
+
+    `collect`: a dict filled with the numbers behind the page (`results.json`): per arm
+    and seed the run's scores, per arm its effects against the baseline over seeds
+    (`stats.SeedEffect`), and each claim's verdict."""
     from tf_outheads_zoo.plots import write_line_plot
 
     study = study or get_study(name)
@@ -34,7 +41,8 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
     baseline_runs = runs[study.baseline]
     rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU",
              f"Δ test vs {study.baseline} [95 % CI over seeds]", "dev cross-entropy",
-             "p test (per seed)", "p dev (per seed)", "min / run")
+             "test chrF", "test length ratio", "p test (per seed)", "p dev (per seed)",
+             "min / run")
             + (("steps / run",) if study.minutes else ())]
     # Equal wall clock: the steps each arm reached are its training speed (the same
     # batches), against the baseline's.
@@ -58,6 +66,10 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                     results = json.load(f)
                 minutes.append(results["train_seconds"] / 60)
                 steps.append(results["steps"])
+            # The references of the baseline's runs, as the paired tests read them (the
+            # arms of a study share them: `data_differences`).
+            texts = [text_metrics(arm_runs[s], "test", variant,
+                                  baseline_runs.get(s) or arm_runs[s]) for s in seeds]
             deltas, p_test, p_dev = [], [], []
             if arm_name != study.baseline:
                 deltas, p_values, arm_signature = paired_tests(
@@ -68,12 +80,20 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
             # Another decoding of the same runs has the same dev cross-entropy.
             ce_kind = kinds[0] if not variant and len(set(kinds)) == 1 else None
             summary[label] = {"seeds": seeds, "dev": dev, "test": test, "deltas": deltas,
-                              "p_test": p_test, "dev_ce": list(dev_ce), "ce_kind": ce_kind}
+                              "p_test": p_test, "p_dev": p_dev, "dev_ce": list(dev_ce),
+                              "ce_kind": ce_kind, "ce_kinds": list(kinds),
+                              "test_chrf": [t["chrf"] for t in texts],
+                              "test_length_ratio": [t["length_ratio"] for t in texts],
+                              "minutes": minutes, "steps_run": steps,
+                              "run_dirs": [arm_runs[s] for s in seeds], "arm": arm_name,
+                              "variant": variant}
             rows.append((label, arm.preset + "".join(
                 f" `{k}={json.dumps(v)}`" for k, v in arm.overrides),
                 ", ".join(map(str, seeds)), _mean_sd(dev), _mean_sd(test),
                 _interval_cell(deltas),
                 _mean_sd(dev_ce, digits=3) if ce_kind else "—",
+                _mean_sd(summary[label]["test_chrf"]),
+                _mean_sd(summary[label]["test_length_ratio"], digits=3),
                 " / ".join(f"{p:.3f}" for p in p_test) or "—",
                 " / ".join(f"{p:.3f}" for p in p_dev) or "—",
                 f"{statistics.fmean(minutes):.1f}")
@@ -81,19 +101,35 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                                 arm_name == study.baseline),) if study.minutes else ()))
             summary[label]["steps"] = statistics.fmean(steps)
     lines += _markdown_table(rows)
+    kinds = {}
+    for label, values in summary.items():
+        if values["ce_kind"]:
+            kinds.setdefault(values["ce_kind"], []).append(label)
+    if kinds:
+        lines += [""] + ["Dev cross-entropy (nats per token): " + "; ".join(
+            f"{kind} ({', '.join(labels)})" for kind, labels in kinds.items())
+            + (". Only arms of the same kind are compared." if len(kinds) > 1 else ".")]
     if signature:
         lines += ["", f"Test signature: `{signature}`."]
     if figures_dir and any(runs.values()):
         os.makedirs(figures_dir, exist_ok=True)
-        bleu = {a: _curve_means(list(r.values()), _bleu_curve) for a, r in runs.items() if r}
-        loss = {a: _curve_means(list(r.values()), _loss_curve) for a, r in runs.items() if r}
-        bleu = {a: c for a, c in bleu.items() if c[0]}
         figures = []
-        if bleu:
-            path = os.path.join(figures_dir, f"{name}_dev_bleu.svg")
-            write_line_plot(path, bleu, title=f"{study.title}: dev BLEU (mean over seeds)",
-                            xlabel="training step", ylabel="BLEU")
-            figures.append(path)
+        for suffix, reader, title, ylabel in (
+                ("dev_bleu", _bleu_curve, "dev BLEU", "BLEU"),
+                ("dev_loss", _dev_loss_curve, "dev loss (the training loss on dev)",
+                 "loss (nats per token)")):
+            curves = {a: _curve_stats(list(r.values()), reader) for a, r in runs.items() if r}
+            curves = {a: c for a, c in curves.items() if c[0]}
+            if curves:
+                path = os.path.join(figures_dir, f"{name}_{suffix}.svg")
+                write_line_plot(path, {a: (c[0], c[1]) for a, c in curves.items()},
+                                title=f"{study.title}: {title} (mean over seeds, band: "
+                                      "their range)",
+                                xlabel="training step", ylabel=ylabel,
+                                bands={a: (c[0], c[2], c[3]) for a, c in curves.items()
+                                       if len(runs[a]) > 1})
+                figures.append(path)
+        loss = {a: _curve_means(list(r.values()), _loss_curve) for a, r in runs.items() if r}
         if any(c[0] for c in loss.values()):
             path = os.path.join(figures_dir, f"{name}_loss.svg")
             write_line_plot(path, {a: c for a, c in loss.items() if c[0]},
@@ -112,6 +148,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         for key, values in differences.items():
             lines.append(f"- `{key}`: " + "; ".join(
                 f"{value} ({', '.join(runs_)})" for value, runs_ in values.items()))
+    claims = []
     lines += ["", "Claims:", ""]
     for claim in study.claims:
         if differences:
@@ -131,7 +168,52 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                             f"steps of {claim.baseline} ({arm['steps']:,.0f} against "
                             f"{summary[claim.baseline]['steps']:,.0f})")
         lines.append(f"- {claim.text} (paper: {claim.paper_delta}): {verdict}")
+        claims.append({"text": claim.text, "arm": claim.arm, "baseline": claim.baseline,
+                       "threshold": claim.threshold, "paper": claim.paper_delta,
+                       "verdict": verdict})
+    if collect is not None:
+        collect.update(_numbers(study, summary, claims, differences))
     return "\n".join(lines) + "\n"
+
+
+def _effect_dict(effect):
+    return {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
+            for key, value in dataclasses.asdict(effect).items()}
+
+
+def _numbers(study, summary, claims, differences):
+    """The dict of `results.json`: what the page shows, as numbers."""
+    from tf_outheads_zoo.study.stats import paired_improvements
+
+    arms = {}
+    baseline = summary.get(study.baseline)
+    for label, values in summary.items():
+        arm = study.arms[values["arm"]]
+        entry = {"arm": values["arm"], "decoding": values["variant"], "preset": arm.preset,
+                 "set": dict(arm.overrides), "runs": {}}
+        for index, seed in enumerate(values["seeds"]):
+            entry["runs"][str(seed)] = {
+                "run_dir": values["run_dirs"][index], "dev_bleu": values["dev"][index],
+                "test_bleu": values["test"][index], "test_chrf": values["test_chrf"][index],
+                "test_length_ratio": values["test_length_ratio"][index],
+                "dev_cross_entropy": values["dev_ce"][index],
+                "dev_cross_entropy_kind": values["ce_kinds"][index],
+                "steps": values["steps_run"][index], "train_minutes": values["minutes"][index],
+                "p_test_vs_baseline": values["p_test"][index] if values["p_test"] else None,
+                "p_dev_vs_baseline": values["p_dev"][index] if values["p_dev"] else None}
+        if values["arm"] != study.baseline and baseline:
+            bleu = paired_improvements(values, baseline, "test")
+            entry["test_bleu_vs_baseline"] = _effect_dict(seed_effect(bleu)) if bleu else None
+            ce = (paired_improvements(baseline, values, "dev_ce")
+                  if values["ce_kind"] and values["ce_kind"] == baseline["ce_kind"] else [])
+            entry["dev_cross_entropy_vs_baseline"] = (_effect_dict(seed_effect(ce)) if ce
+                                                      else None)
+        arms[label] = entry
+    return {"title": study.title, "baseline": study.baseline,
+            "budget": ({"minutes": study.minutes} if study.minutes
+                       else {"steps": study.steps}),
+            "eval_every": study.eval_every, "select_by": study.select_by,
+            "not_comparable": dict(differences), "arms": arms, "claims": claims}
 
 
 def _mean_steps(run_dirs):
@@ -166,6 +248,48 @@ def _interval_cell(deltas):
     if effect.seeds < 2:
         return f"{effect.mean:+.2f}"
     return f"{effect.mean:+.2f} [{effect.low:+.2f}, {effect.high:+.2f}]"
+
+
+def text_metrics(run_dir, split, variant=None, references_dir=None):
+    """`{"chrf", "length_ratio"}` of a run's `split` translations against the references
+    it was scored on, or those of `references_dir` (sacrebleu's chrF; output length /
+    reference length in BLEU's 13a tokens, as its brevity penalty reads them)."""
+    from sacrebleu.metrics import BLEU
+
+    from tf_outheads.metrics import corpus_chrf, read_lines
+    from tf_outheads_zoo.compare import run_references
+    from tf_outheads_zoo.study.stats import hyp_name
+
+    hypotheses = read_lines(os.path.join(run_dir, hyp_name(split, variant)))
+    references = run_references(references_dir or run_dir, split)
+    bleu = BLEU().corpus_score(hypotheses, [references])
+    return {"chrf": corpus_chrf(hypotheses, references).score,
+            "length_ratio": bleu.sys_len / max(bleu.ref_len, 1)}
+
+
+def _curve_stats(run_dirs, reader):
+    """`(xs, means, lows, highs)` over runs at each x all runs share."""
+    curves = [dict(zip(*reader(d))) for d in run_dirs]
+    curves = [c for c in curves if c]
+    if not curves:
+        return [], [], [], []
+    xs = sorted(set.intersection(*(set(c) for c in curves)))
+    return (xs, [statistics.fmean(c[x] for c in curves) for x in xs],
+            [min(c[x] for c in curves) for x in xs], [max(c[x] for c in curves) for x in xs])
+
+
+def _dev_loss_curve(run_dir):
+    """The output layer's loss on dev at each evaluation (history.csv; `val_logits_loss`
+    beside an auxiliary head), against the step."""
+    import csv
+
+    path = os.path.join(run_dir, "history.csv")
+    if not os.path.exists(path):
+        return [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row.get("val_loss") and row.get("step")]
+    return ([int(float(row["step"])) for row in rows],
+            [float(row.get("val_logits_loss") or row["val_loss"]) for row in rows])
 
 
 def _curve_means(run_dirs, reader):
@@ -290,17 +414,93 @@ def machine_description():
 
 
 def write_study_results(name, study, runs_dir, samples=1000, log=print):
-    """`runs_dir/results.md` (and its figures in `runs_dir/results/`) of a study file's runs."""
+    """`runs_dir/results.md` (its figures in `runs_dir/results/`) and `results.json` (the
+    numbers, and the `winner` by `study.select_by`: `choose_winner`) of a study's runs;
+    returns the numbers."""
     output = os.path.join(runs_dir, "results.md")
+    numbers = {}
+    section = study_report(name, runs_dir, os.path.join(runs_dir, "results"), samples,
+                           study=study, collect=numbers)
+    numbers["winner"] = choose_winner(numbers, study.select_by)
+    winner = numbers["winner"]
     text = "\n".join([f"# {study.title}", "", _method_text(), "",
-                      f"Machine: {machine_description()}.", "",
-                      study_report(name, runs_dir, os.path.join(runs_dir, "results"), samples,
-                                   study=study)])
-    with open(output + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(output + ".tmp", output)
-    log(f"[results] {output}")
-    return output
+                      f"Machine: {machine_description()}.", "", section,
+                      "", winner_text(winner, study.select_by)])
+    for path, content in ((output, text), (os.path.join(runs_dir, "results.json"),
+                                           json.dumps(numbers, indent=2) + "\n")):
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(path + ".tmp", path)
+    log(f"[results] {output}, {os.path.join(runs_dir, 'results.json')}")
+    return numbers
+
+
+def choose_winner(numbers, select_by="dev_bleu"):
+    """The best arm by the mean over its seeds of `select_by` on dev (`"dev_bleu"`: the
+    highest; `"dev_cross_entropy"`: the lowest, among arms of one kind of cross-entropy),
+    and its best seed by the same: `{"arm", "seed", "run_dir", "metric", "arm_mean",
+    "value", "dev_bleu", "test_bleu", "arm_means"}`, or None without a finished run.
+    Never chosen on test; extra decodings of an arm are not candidates (the export is of
+    the run, with its own decoding settings).
+
+    Raises:
+        ValueError: `select_by` unknown, or cross-entropies of different kinds.
+    """
+    key = {"dev_bleu": "dev_bleu", "dev_cross_entropy": "dev_cross_entropy"}.get(select_by)
+    if key is None:
+        raise ValueError(f"select_by must be dev_bleu or dev_cross_entropy. "
+                         f"Received: {select_by!r}")
+    sign = 1.0 if key == "dev_bleu" else -1.0
+    candidates = {label: entry for label, entry in numbers["arms"].items()
+                  if entry["decoding"] is None and entry["runs"]
+                  and all(r[key] is not None for r in entry["runs"].values())}
+    if key == "dev_cross_entropy":
+        kinds = {r["dev_cross_entropy_kind"] for entry in candidates.values()
+                 for r in entry["runs"].values()}
+        if len(kinds) > 1:
+            raise ValueError("select_by: dev_cross_entropy compares the arms' dev "
+                             f"cross-entropies, but they measure different things: "
+                             f"{sorted(kinds)}. Choose by dev_bleu.")
+    if not candidates:
+        return None
+    means = {label: statistics.fmean(r[key] for r in entry["runs"].values())
+             for label, entry in candidates.items()}
+    best = max(means, key=lambda label: sign * means[label])
+    runs = candidates[best]["runs"]
+    seed = max(runs, key=lambda s: sign * runs[s][key])
+    return {"arm": best, "seed": int(seed), "run_dir": runs[seed]["run_dir"],
+            "metric": select_by, "arm_mean": means[best], "value": runs[seed][key],
+            "seeds": len(runs), "dev_bleu": runs[seed]["dev_bleu"],
+            "test_bleu": runs[seed]["test_bleu"], "arm_means": means}
+
+
+def winner_text(winner, select_by):
+    if winner is None:
+        return "Winner: none yet (no finished run)."
+    others = ", ".join(f"{label} {value:.3f}" for label, value in sorted(
+        winner["arm_means"].items(), key=lambda item: item[1], reverse=select_by == "dev_bleu"))
+    return (f"Winner by {select_by} (mean over each arm's seeds, then its best seed; never "
+            f"on test): **{winner['arm']}**, seed {winner['seed']} ({select_by} "
+            f"{winner['value']:.3f}; test BLEU {winner['test_bleu']:.2f}). Arm means: "
+            f"{others}. The intervals above say whether its lead is more than the seeds' "
+            "noise.")
+
+
+def export_winner(numbers, directory, log=print):
+    """Exports the winner of a study's `results.json` numbers (`choose_winner`) as the
+    SavedModel of `tf-outheads export` in `directory`, with `winner.json` beside it
+    naming the arm, seed, metric and scores; returns the SavedModel's path."""
+    from tf_outheads_zoo.runs import export_run
+
+    winner = numbers.get("winner")
+    if not winner:
+        raise ValueError("No winner to export: the study has no finished run")
+    path = export_run(winner["run_dir"], directory)
+    with open(os.path.join(directory, "winner.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(winner, study=numbers["title"]), f, indent=2)
+    log(f"[study] winner {winner['arm']} seed {winner['seed']} ({winner['metric']} "
+        f"{winner['value']:.3f}) exported to {path}")
+    return path
 
 
 def _method_text():

@@ -10,13 +10,13 @@ import subprocess
 import sys
 
 from tf_outheads_zoo.study.definition import (
-    DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE, TOKENIZER_SEED, arm_run_dir,
+    CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE, TOKENIZER_SEED, arm_run_dir,
     budget_name, check_run_settings, get_study, run_settings, short_hash, study_seeds,
     write_run_settings)
 
 # What a record holds besides the translations and their references (`record_run`).
 RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv",
-                SETTINGS_FILE)
+                SETTINGS_FILE, CROSS_ENTROPY_FILE)
 # The subprocesses run here, where `python -m tf_outheads_zoo.cli` finds the package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -106,11 +106,53 @@ def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
         with open(os.path.join(run_dir, "train.log"), "a", encoding="utf-8") as out:
             subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=True,
                            cwd=_PACKAGE_PARENT)
+    score_run(run_dir, log=log)
     for suffix, options in arm.decodings:
         _decode_variant(run_dir, suffix, dict(options), log=log)
     if records_dir:
         record_run(run_dir, runs_dir, records_dir, log=lambda *_: None)
     return run_dir
+
+
+def score_run(run_dir, log=print):
+    """The dev and test cross-entropy per token of a finished run by forced decoding of its
+    references (`tf_outheads.decoding.Scorer`, the path of `tf-outheads score`): no label
+    smoothing, no sampling, the same number for every categorical head whatever loss it
+    trained with. Written once to `cross_entropy.json` and returned. For a continuous head
+    it is the cross-entropy of its decoding posterior (`scoring="posterior"`), which no
+    categorical head's compares with (`continuous: true`); for other scorings, the mean
+    step score (`log_probabilities: false`)."""
+    path = os.path.join(run_dir, CROSS_ENTROPY_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    import keras
+
+    from tf_outheads.decoding.scoring import Scorer
+    from tf_outheads_zoo.compare import run_references
+    from tf_outheads_zoo.runs import load_run
+    from tf_outheads_zoo.splits import read_split
+
+    model, source_tokenizer, target_tokenizer, preset = load_run(run_dir)
+    scorer = Scorer(model, source_tokenizer, target_tokenizer)
+    scores = {"head": type(model.head).__name__,
+              "continuous": bool(getattr(model.head, "needs_target_vectors", False)),
+              "log_probabilities": scorer.log_probabilities}
+    for split in ("dev", "test"):
+        sources = read_split(preset["data"], split, log=lambda *_: None).sources
+        results = scorer.score(sources, run_references(run_dir, split))
+        tokens = sum(r["tokens"] for r in results)
+        scores[split] = {"cross_entropy": -sum(r["log_prob"] for r in results) / tokens,
+                         "tokens": tokens, "sentences": len(results),
+                         "truncated": len(scorer.truncated_indices)}
+    del model, scorer
+    keras.backend.clear_session()
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(scores, f, indent=2)
+    os.replace(path + ".tmp", path)
+    log(f"[study] {run_dir}: dev cross-entropy {scores['dev']['cross_entropy']:.4f} nats per "
+        "token by forced decoding")
+    return scores
 
 
 def record_run(run_dir, runs_dir, records_dir, log=print):

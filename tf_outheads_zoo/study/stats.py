@@ -89,12 +89,31 @@ def paired_against(arm, arm_runs, baseline_runs, samples, references_runs=None):
 
 
 def dev_cross_entropy(run_dir):
-    """`(cross-entropy, kind)` of a run's last dev evaluation, or `(None, None)`: the output
-    layer's loss on dev in its history.csv (`val_logits_loss` where the model has an
-    auxiliary head such as ReWE, whose total `val_loss` adds that head's weighted loss;
-    else `val_loss`), label-smoothed where training is. `kind` says what it measures
-    ("full cross-entropy, label smoothing 0.1", "vmf"...): only runs of the same kind
-    compare."""
+    """`(cross-entropy, kind)` on dev of a finished run, or `(None, None)`.
+
+    Where the run was scored by forced decoding (`cross_entropy.json`,
+    `runner.score_run`): the cross-entropy per token of the dev references, with no
+    label smoothing, comparable between every categorical head whatever loss it trained
+    with (a continuous head's posterior is its own kind). Else (records from before):
+    the output layer's loss on dev at the last evaluation of its history.csv
+    (`val_logits_loss` where the model has an auxiliary head such as ReWE, whose total
+    `val_loss` adds that head's weighted loss; else `val_loss`), label-smoothed where
+    training is. `kind` says what it measures ("full cross-entropy, label smoothing
+    0.1", "vmf"...): only runs of the same kind compare."""
+    from tf_outheads_zoo.study.definition import CROSS_ENTROPY_FILE
+
+    scored = os.path.join(run_dir, CROSS_ENTROPY_FILE)
+    if os.path.exists(scored):
+        with open(scored, encoding="utf-8") as f:
+            scores = json.load(f)
+        if not scores.get("log_probabilities", True):
+            kind = f"mean decoding score of {scores['head']} (not a log-probability)"
+        elif scores.get("continuous"):
+            kind = (f"posterior cross-entropy of {scores['head']} by forced decoding (not "
+                    "comparable with categorical heads')")
+        else:
+            kind = "cross-entropy by forced decoding, no label smoothing"
+        return float(scores["dev"]["cross_entropy"]), kind
     import csv
 
     from tf_outheads_zoo.stored import read_stored_preset
@@ -116,7 +135,7 @@ def dev_cross_entropy(run_dir):
     return float(last.get("val_logits_loss") or last["val_loss"]), kind
 
 
-def _paired(arm, baseline, key):
+def paired_improvements(arm, baseline, key):
     """`[arm - baseline]` of `key` (a list in seed order) over the seeds both ran."""
     base = dict(zip(baseline["seeds"], baseline.get(key) or []))
     return [value - base[seed] for seed, value in zip(arm["seeds"], arm.get(key) or [])
@@ -133,14 +152,14 @@ def claim_verdict(arm, baseline, claim):
     test set's noise for one pair of runs, not the seeds'."""
     if not arm or not baseline:
         return "**not measured yet**"
-    deltas = _paired(arm, baseline, "test")
+    deltas = paired_improvements(arm, baseline, "test")
     if not deltas:
         return "**not measured yet** (no seed that both arms ran)"
     effect = seed_effect(deltas, claim.threshold)
     against = f" (threshold {claim.threshold:+g})" if claim.threshold else ""
     text = f"**{effect.verdict}**{against}: test BLEU {effect.text()}"
     if arm.get("ce_kind") and arm.get("ce_kind") == baseline.get("ce_kind"):
-        ce = _paired(baseline, arm, "dev_ce")  # lower is better: baseline - arm
+        ce = paired_improvements(baseline, arm, "dev_ce")  # lower is better: baseline - arm
         if ce:
             ce_effect = seed_effect(ce)
             text += (f". Dev cross-entropy ({arm['ce_kind']}; Δ = baseline − arm, lower "
