@@ -61,12 +61,14 @@ def stored_preset(run_dir):
     return {"name": name, **preset}
 
 
-def holds_run(run_dir):
-    """Whether `run_dir` holds a run: a tokenizer, a backup, training curves, a
-    trained model or results. A directory with only `preset.json` (a first start
-    that failed before its tokenizer was built) holds none."""
-    if any(os.path.exists(os.path.join(run_dir, name)) for name in (
-            TOKENIZER_FILE, "loss_curves.csv", "model.keras", "results.json")):
+def holds_run(run_dir, tokenizer=True):
+    """Whether `run_dir` holds a run: a tokenizer (unless `tokenizer` is False: one
+    placed there before training, as a study shares its tokenizer, read no data), a
+    backup, training curves, a trained model or results. A directory with only
+    `preset.json` (a first start that failed before its tokenizer was built) holds none."""
+    names = ((TOKENIZER_FILE,) if tokenizer else ()) + ("loss_curves.csv", "model.keras",
+                                                        "results.json")
+    if any(os.path.exists(os.path.join(run_dir, name)) for name in names):
         return True
     backup_dir = os.path.join(run_dir, "backup")
     return os.path.isdir(backup_dir) and bool(tfo_backup.BackupManager(backup_dir).checkpoints())
@@ -192,7 +194,7 @@ def check_data_fingerprints(run_dir, data_config, log=print):
     """
     path = os.path.join(run_dir, DATA_FILES)
     recorded = {}
-    if holds_run(run_dir):
+    if holds_run(run_dir, tokenizer=False):
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 recorded = json.load(f).get("files", {})

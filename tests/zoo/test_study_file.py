@@ -167,3 +167,28 @@ def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_pa
         cli.main(argv[:2] + [changed] + argv[3:])
     error = capsys.readouterr().err
     assert "arms.joint.set.model.head=" in error and "--runs-dir" in error
+
+
+@pytest.mark.slow  # 2 trainings of lstm-cpu presets on the embedded corpus (~3 minutes)
+def test_a_built_in_study_runs_from_its_shipped_file(tmp_path):
+    """`tf-outheads study pappas --steps 20 --seeds 1`: the shipped pappas.yaml, through the
+    study-file path, with the command's budget and seeds (two of its arms, to keep CI
+    short: every arm goes through the same code)."""
+    from tf_outheads_zoo.study import builtin_study_path
+
+    runs_dir = tmp_path / "pappas"
+    cli.main(["study", "pappas", "--steps", "20", "--seeds", "1", "--arms", "tied,joint-512",
+              "--runs-dir", str(runs_dir), "--samples", "20"])
+    shipped = read_study_file(builtin_study_path("pappas"))
+    for arm in ("tied", "joint-512"):
+        run_dir = runs_dir / arm / "s1"
+        settings = json.loads((run_dir / "study_run.json").read_text(encoding="utf-8"))
+        assert settings["budget"] == {"steps": 20} and settings["seed"] == 1
+        assert settings["preset"] == shipped.arms[arm].preset
+        assert json.loads((run_dir / "results.json").read_text(encoding="utf-8"))["steps"] == 20
+    text = (runs_dir / "results.md").read_text(encoding="utf-8")
+    assert text.startswith("# Joint input-output embeddings (Pappas et al. 2018)")
+    assert "- The joint head (d_j = 512) beats weight tying (paper: +0.5 to +1.2 BLEU" in text
+    assert "| untied | lstm-cpu-softmax | not run |" in text
+    # A budget given on the command line records nothing in the committed records.
+    assert not (tmp_path / "docs").exists()

@@ -59,7 +59,7 @@ class Scorer:
         self.log_probabilities = bool(getattr(model.head, "scores_are_log_probabilities",
                                               True))
         self.truncated_indices = []
-        self._score_batch = tf.function(self._token_scores, reduce_retracing=True)
+        self._score_batch = None  # traced at the first batch (`_compile`)
 
     # -- in the graph -----------------------------------------------------------------
     def encode(self, sources, targets):
@@ -90,6 +90,14 @@ class Scorer:
         picked = tf.gather(scores, tf.reshape(target_out, [-1]), batch_dims=1)
         picked = tf.reshape(tf.cast(picked, tf.float32), [batch, length])
         return tf.where(tf.not_equal(target_out, PAD_ID), picked, 0.0)
+
+    def _compile(self, cache):
+        """The teacher-forced pass as one `tf.function`, traced once for every batch shape
+        (as `Translator` traces its search)."""
+        matrix = tf.TensorSpec([None, None], tf.int32)
+        signature = [matrix, matrix, matrix, tf.nest.map_structure(
+            lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), cache)]
+        return tf.function(self._token_scores, input_signature=signature)
 
     # -- the whole request -----------------------------------------------------------
     def score(self, sources, targets, per_token=False):
@@ -125,6 +133,8 @@ class Scorer:
         target_lengths = (target_out != PAD_ID).sum(axis=1)
         source_lengths = (source_ids != PAD_ID).sum(axis=1)
         cache = self.model.head.inference_cache()
+        if self._score_batch is None:
+            self._score_batch = self._compile(cache)
         token_scores = [None] * len(sources)
         order = np.lexsort((source_lengths, target_lengths))
         for start in range(0, len(order), self.batch_size):

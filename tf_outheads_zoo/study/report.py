@@ -49,6 +49,11 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
     baseline_steps = _mean_steps(baseline_runs.values())
     summary = {}
     signature = ""
+    # Settings every arm has (a study file's data): said once, above the table.
+    shared = _shared_overrides(study)
+    if shared:
+        lines += ["Every arm: " + " ".join(f"`{k}={json.dumps(v)}`"
+                                           for k, v in shared.items()) + ".", ""]
     for arm_name, arm in study.arms.items():
         arm_runs = runs[arm_name]
         for variant, _ in ((None, None),) + tuple(arm.decodings):
@@ -88,7 +93,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                               "run_dirs": [arm_runs[s] for s in seeds], "arm": arm_name,
                               "variant": variant}
             rows.append((label, arm.preset + "".join(
-                f" `{k}={json.dumps(v)}`" for k, v in arm.overrides),
+                f" `{k}={json.dumps(v)}`" for k, v in arm.overrides if k not in shared),
                 ", ".join(map(str, seeds)), _mean_sd(dev), _mean_sd(test),
                 _interval_cell(deltas),
                 _mean_sd(dev_ce, digits=3) if ce_kind else "—",
@@ -214,6 +219,15 @@ def _numbers(study, summary, claims, differences):
                        else {"steps": study.steps}),
             "eval_every": study.eval_every, "select_by": study.select_by,
             "not_comparable": dict(differences), "arms": arms, "claims": claims}
+
+
+def _shared_overrides(study):
+    """`{key: value}` of the overrides every arm of `study` sets alike (two or more arms)."""
+    arms = [dict(arm.overrides) for arm in study.arms.values()]
+    if len(arms) < 2:
+        return {}
+    return {key: value for key, value in arms[0].items()
+            if all(key in other and other[key] == value for other in arms[1:])}
 
 
 def _mean_steps(run_dirs):
