@@ -132,6 +132,10 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     assert rows["weak"][7] != rows["strong"][7]
     assert "Dev cross-entropy (nats per token): full cross-entropy, label smoothing" in text
     assert "strong beats weak (paper: +1 BLEU): **holds**: test BLEU Δ +" in text
+    # Every arm against the baseline, claimed or not.
+    assert "- strong against weak: **holds**: test BLEU Δ +" in text
+    assert re.search(r"- sweep against weak: \*\*inconclusive\*\*: test BLEU Δ \+[\d.]+ BLEU "
+                     r"\[-inf, \+inf\] over 1 seeds", text)
     assert "weak beats strong (paper: +1 BLEU): **contradicted**" in text
     # Claims against another arm than the baseline get their own paired tests.
     assert re.search(r"weak beats strong .*paired bootstrap per seed \(test-set noise only\): "

@@ -143,6 +143,9 @@ def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_pa
     numbers = json.loads((runs_dir / "results.json").read_text(encoding="utf-8"))
     assert set(numbers["arms"]) == {"tied", "joint"}
     assert set(numbers["arms"]["joint"]["runs"]) == {"1", "2"}
+    forced = numbers["arms"]["joint"]["runs"]["1"]["forced_decoding"]
+    assert forced["test"]["tokens"] > 100 and forced["test"]["cross_entropy"] > 0
+    assert "- joint against tied: **" in text
     effect = numbers["arms"]["joint"]["dev_cross_entropy_vs_baseline"]
     assert effect["seeds"] == 2 and effect["verdict"] in ("holds", "contradicted",
                                                           "inconclusive")

@@ -39,9 +39,10 @@ and `report` (the results page). Every name is importable from here.
 """
 
 from tf_outheads_zoo.study.definition import (
-    BUILTIN_DIR, DEFAULT_RUNS_DIR, DEFAULT_SEEDS, RECORDS_DIR, STUDIES, TOKENIZER_SEED, Arm,
-    Claim, Study, arm_run_dir, budget_name, builtin_study_path, check_run_settings,
-    finished_runs, get_study, run_settings, study_seeds)
+    BUILTIN_DIR, DEFAULT_RUNS_DIR, DEFAULT_SEEDS, RECORDS_DIR, TOKENIZER_SEED, Arm, Claim,
+    Study, arm_run_dir, budget_name, check_run_settings, finished_runs, run_settings,
+    study_seeds)
+from tf_outheads_zoo.study.file import STUDIES, builtin_study_path, get_study
 from tf_outheads_zoo.study.report import (
     choose_winner, data_differences, export_winner, machine_description, study_report,
     write_results, write_study_results)

@@ -1,5 +1,5 @@
-"""What a study is: its arms, claims, budget and seeds (`STUDIES`: the built-in ones,
-one per paper, shipped as study files in `builtin/`), where its runs live
+"""What a study is: its arms, claims, budget and seeds (the built-in ones, one per paper,
+are study files in `builtin/`: `file.STUDIES`), where its runs live
 (`arm_run_dir`, `finished_runs`), and the settings each run was trained with
 (`run_settings`, `check_run_settings`).
 
@@ -7,9 +7,7 @@ one per paper, shipped as study files in `builtin/`), where its runs live
 `tf_outheads_zoo.study.report` reads them back.
 """
 
-import collections.abc
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -80,63 +78,6 @@ class Study:
     notes: str = ""
     seeds: tuple = None  # every arm's seeds; None: DEFAULT_SEEDS
     select_by: str = "dev_bleu"  # how a winner is chosen (never on test)
-
-
-def builtin_study_path(name):
-    """The study file of built-in study `name` (`BUILTIN_DIR/<name>.yaml`)."""
-    return os.path.join(BUILTIN_DIR, f"{name}.yaml")
-
-
-@functools.lru_cache(maxsize=None)
-def _read_builtin(name):
-    from tf_outheads_zoo.study.file import read_study_file
-
-    return read_study_file(builtin_study_path(name))
-
-
-class _Studies(collections.abc.MutableMapping):
-    """`{name: Study}` of the built-in studies, each read from its shipped file when first
-    asked for (the names need no file read: `tf-outheads study --help` loads no
-    TensorFlow). A study set here (a test's) hides a file of that name."""
-
-    def __init__(self):
-        self._set = {}
-
-    def _names(self):
-        files = sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
-        # The papers' order, as the results page has always had it.
-        order = ("pappas", "liu", "jauregi", "kumar")
-        files = [n for n in order if n in files] + [n for n in files if n not in order]
-        return files + [n for n in self._set if n not in files]
-
-    def __getitem__(self, name):
-        if name in self._set:
-            return self._set[name]
-        if name not in self._names():
-            raise KeyError(name)
-        return _read_builtin(name)
-
-    def __setitem__(self, name, study):
-        self._set[name] = study
-
-    def __delitem__(self, name):
-        del self._set[name]
-
-    def __iter__(self):
-        return iter(self._names())
-
-    def __len__(self):
-        return len(self._names())
-
-
-STUDIES = _Studies()
-
-
-def get_study(name):
-    """The built-in study `name` (its shipped file, read and checked)."""
-    if name not in STUDIES:
-        raise ValueError(f"Unknown study {name!r}. Available: {', '.join(STUDIES)}")
-    return STUDIES[name]
 
 
 def study_seeds(study, arm_name, seeds=None):

@@ -27,13 +27,15 @@ Relative paths in `data` are relative to the study file. Every arm's settings ar
 checked against the schema when the file is read (errors name the file and the key).
 """
 
+import collections.abc
 import difflib
+import functools
 import os
 import re
 
 from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.schema import refuse_unknown
-from tf_outheads_zoo.study.definition import RESERVED_NAMES, Arm, Claim, Study
+from tf_outheads_zoo.study.definition import BUILTIN_DIR, RESERVED_NAMES, Arm, Claim, Study
 
 STUDY_KEYS = ("title", "notes", "paper", "data", "budget", "seeds", "eval_every", "arms",
               "baseline", "claims", "select_by")
@@ -171,3 +173,59 @@ def read_study_file(path):
                  paper=str(values.get("paper", "")), arms=arms, baseline=baseline,
                  claims=tuple(claims), steps=steps, minutes=minutes, eval_every=eval_every,
                  notes=str(values.get("notes", "")), seeds=seeds, select_by=select_by)
+
+
+# -- the built-in studies ----------------------------------------------------------------
+def builtin_study_path(name):
+    """The study file of built-in study `name` (`BUILTIN_DIR/<name>.yaml`)."""
+    return os.path.join(BUILTIN_DIR, f"{name}.yaml")
+
+
+@functools.lru_cache(maxsize=None)
+def _read_builtin(name):
+    return read_study_file(builtin_study_path(name))
+
+
+class _Studies(collections.abc.MutableMapping):
+    """`{name: Study}` of the built-in studies, each read from its shipped file when first
+    asked for (the names need no file read: `tf-outheads study --help` loads no
+    TensorFlow). A study set here (a test's) hides a file of that name."""
+
+    def __init__(self):
+        self._set = {}
+
+    def _names(self):
+        files = sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
+        # The papers' order, as the results page has always had it.
+        order = ("pappas", "liu", "jauregi", "kumar")
+        files = [n for n in order if n in files] + [n for n in files if n not in order]
+        return files + [n for n in self._set if n not in files]
+
+    def __getitem__(self, name):
+        if name in self._set:
+            return self._set[name]
+        if name not in self._names():
+            raise KeyError(name)
+        return _read_builtin(name)
+
+    def __setitem__(self, name, study):
+        self._set[name] = study
+
+    def __delitem__(self, name):
+        del self._set[name]
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self):
+        return len(self._names())
+
+
+STUDIES = _Studies()
+
+
+def get_study(name):
+    """The built-in study `name` (its shipped file, read and checked)."""
+    if name not in STUDIES:
+        raise ValueError(f"Unknown study {name!r}. Available: {', '.join(STUDIES)}")
+    return STUDIES[name]

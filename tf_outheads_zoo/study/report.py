@@ -11,7 +11,8 @@ import platform
 import statistics
 
 from tf_outheads_zoo.study.definition import (
-    DEFAULT_RUNS_DIR, RECORDS_DIR, STUDIES, finished_runs, get_study)
+    DEFAULT_RUNS_DIR, RECORDS_DIR, Claim, finished_runs)
+from tf_outheads_zoo.study.file import STUDIES, get_study
 from tf_outheads_zoo.study.stats import (
     ALPHA, POWER, claim_verdict, dev_cross_entropy, paired_against, paired_tests, seed_effect,
     variant_score)
@@ -153,6 +154,16 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         for key, values in differences.items():
             lines.append(f"- `{key}`: " + "; ".join(
                 f"{value} ({', '.join(runs_)})" for value, runs_ in values.items()))
+    if not differences and summary.get(study.baseline):
+        lines += ["", f"Every arm against {study.baseline} (the seeds both ran; the same "
+                  "test as the claims', against 0):", ""]
+        for label, values in summary.items():
+            if values["arm"] == study.baseline:
+                continue
+            base = f"{study.baseline} ({values['variant']})" if values["variant"] else ""
+            base = base if base in summary else study.baseline
+            verdict = claim_verdict(values, summary[base], Claim(label, label, base, ""))
+            lines.append(f"- {label} against {base}: {verdict}")
     claims = []
     lines += ["", "Claims:", ""]
     for claim in study.claims:
@@ -181,6 +192,18 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
     return "\n".join(lines) + "\n"
 
 
+def _forced_scores(run_dir):
+    """A run's `cross_entropy.json` (dev and test cross-entropy by forced decoding,
+    `runner.score_run`), or None for a run recorded before it."""
+    from tf_outheads_zoo.study.definition import CROSS_ENTROPY_FILE
+
+    path = os.path.join(run_dir, CROSS_ENTROPY_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _effect_dict(effect):
     return {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
             for key, value in dataclasses.asdict(effect).items()}
@@ -203,6 +226,7 @@ def _numbers(study, summary, claims, differences):
                 "test_length_ratio": values["test_length_ratio"][index],
                 "dev_cross_entropy": values["dev_ce"][index],
                 "dev_cross_entropy_kind": values["ce_kinds"][index],
+                "forced_decoding": _forced_scores(values["run_dirs"][index]),
                 "steps": values["steps_run"][index], "train_minutes": values["minutes"][index],
                 "p_test_vs_baseline": values["p_test"][index] if values["p_test"] else None,
                 "p_dev_vs_baseline": values["p_dev"][index] if values["p_dev"] else None}

@@ -11,8 +11,9 @@ import sys
 
 from tf_outheads_zoo.study.definition import (
     CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE, TOKENIZER_SEED, arm_run_dir,
-    budget_name, check_run_settings, get_study, run_settings, short_hash, study_seeds,
+    budget_name, check_run_settings, run_settings, short_hash, study_seeds,
     write_run_settings)
+from tf_outheads_zoo.study.file import get_study
 
 # What a record holds besides the translations and their references (`record_run`).
 RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv",
