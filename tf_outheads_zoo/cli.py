@@ -115,14 +115,39 @@ def _translate(args):
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
     options = dict(preset["decode"])
     _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk"))
+    n_best = args.n_best or 1
+    if n_best > options.get("beam_size", 1):
+        raise CommandError(f"--n-best {n_best} needs a beam at least as wide: give "
+                           f"--beam-size {n_best} or more (the run decodes with beam size "
+                           f"{options.get('beam_size', 1)})")
+    translator = Translator(model, source_tokenizer, target_tokenizer, **options)
     # Sources longer than the model reads are cut, with a logged warning that counts them.
-    hypotheses = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
-    text = "\n".join(hypotheses) + ("\n" if hypotheses else "")
+    hypotheses = translator.translate(sources, num_hypotheses=n_best, with_scores=True)
+    if n_best == 1:
+        hypotheses = [[pair] for pair in hypotheses]
+    text = "".join(line + "\n" for line in _hypothesis_lines(hypotheses, args))
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def _hypothesis_lines(hypotheses, args):
+    """The lines `translate` writes: one translation per source (the default); with
+    `--n-best` or `--with-scores`, `index ||| translation [||| score]` per hypothesis,
+    best first, as Moses and fairseq write n-best lists; with `--format jsonl`, one JSON
+    object per source (`index`, `hypotheses`: `text` [and `score`])."""
+    for index, row in enumerate(hypotheses):
+        if args.format == "jsonl":
+            yield json.dumps({"index": index, "hypotheses": [
+                {"text": text, **({"score": score} if args.with_scores else {})}
+                for text, score in row]}, ensure_ascii=False)
+        elif args.n_best and args.n_best > 1 or args.with_scores:
+            for text, score in row:
+                yield f"{index} ||| {text}" + (f" ||| {score:.6f}" if args.with_scores else "")
+        else:
+            yield row[0][0]
 
 
 def _score(args):
@@ -342,6 +367,14 @@ def build_parser():
     translate.add_argument("--replace-unk", action=argparse.BooleanOptionalAction, default=None,
                            help="copy the most-attended source word over each <unk> "
                                 "(default: the run's decode.replace_unk)")
+    translate.add_argument("--n-best", type=int, metavar="K",
+                           help="the K best hypotheses of each source (K <= --beam-size), as "
+                                "'index ||| translation' lines, best first")
+    translate.add_argument("--with-scores", action="store_true",
+                           help="add each hypothesis' score (the search's: the sum of its "
+                                "log-probabilities, over GNMT's length penalty when α > 0)")
+    translate.add_argument("--format", choices=("text", "jsonl"), default="text",
+                           help="text (default) or one JSON object per source")
     translate.set_defaults(func=_translate)
 
     score = commands.add_parser(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_outheads.data.special_tokens import BOS_ID, EOS_ID
+from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.decoding import Scorer
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
@@ -87,6 +87,28 @@ def test_the_training_pairs_score_higher_than_unseen_ones_after_training(
     assert seen > before + 1.0
     assert seen > per_token(scorer.score(unseen.sources, unseen.targets)) + 0.5
 
+    # The search's own score of its output (greedy, and the beam's best at α = 0) is
+    # the forced-decoding score of the same pieces.
+    from tf_outheads.decoding import Translator
+
+    graph = Translator(model, bible_tokenizer, bible_tokenizer).graph
+    source_ids, num_pieces, _ = graph.encode(tf.constant(pairs.sources))
+    for width in (1, 3):
+        ids, search_scores = graph.search(width, source_ids, num_pieces,
+                                          model.head.inference_cache())
+        sources, outputs, ended = [], [], []
+        for row, hypothesis in enumerate(ids.numpy()[:, 0].tolist()):
+            sources.append(source_ids[row, :num_pieces[row]].numpy().tolist())
+            ended.append(EOS_ID in hypothesis)
+            while hypothesis and hypothesis[-1] == PAD_ID:
+                hypothesis.pop()
+            outputs.append(hypothesis[:hypothesis.index(EOS_ID)] if ended[-1] else hypothesis)
+        forced = scorer.score_ids(sources, outputs, per_token=True)
+        # An output cut by the length limit has no EOS: the search did not score one.
+        forced = [sum(r["token_log_probs"][:None if done else -1])
+                  for r, done in zip(forced, ended)]
+        np.testing.assert_allclose(forced, search_scores.numpy()[:, 0], atol=2e-3, rtol=1e-4)
+
 
 def test_a_continuous_head_scores_by_its_posterior_or_says_it_does_not(bible_tokenizer,
                                                                         bible_slice):
@@ -125,3 +147,17 @@ def test_bad_input_is_refused(model, bible_tokenizer, call, message):
         call(Scorer(model, bible_tokenizer, bible_tokenizer))
     with pytest.raises(ValueError, match="batch_size"):
         Scorer(model, bible_tokenizer, bible_tokenizer, batch_size=0)
+
+
+def test_piece_ids_score_as_their_strings_do(model, bible_tokenizer, bible_slice):
+    sources, targets = bible_slice.sources[:4], bible_slice.targets[:4]
+    scorer = Scorer(model, bible_tokenizer, bible_tokenizer, batch_size=3)
+    by_text = scorer.score(sources, targets, per_token=True)
+    pieces = [bible_tokenizer.tokenize(tf.constant(texts)).to_list()
+              for texts in (sources, targets)]
+    by_ids = scorer.score_ids(*pieces, per_token=True)
+    for a, b in zip(by_text, by_ids):
+        assert a["pieces"] == b["pieces"]
+        np.testing.assert_allclose(a["token_log_probs"], b["token_log_probs"], atol=1e-5)
+    with pytest.raises(ValueError, match="2 and 1 rows"):
+        scorer.score_ids([[5], [6]], [[7]])

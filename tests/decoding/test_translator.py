@@ -1,6 +1,7 @@
 """Translator: order, empty input, truncation, and the once-per-call head cache."""
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ def test_search_is_traced_once_for_every_batch_shape(model, bible_tokenizer, bib
     sources = bible_slice.sources[:8]
     translator.translate(sources)
     translator.translate(sources[:1])
-    assert translator._decode.experimental_get_tracing_count() == 1
+    assert translator._decoders[1].experimental_get_tracing_count() == 1
 
 
 def test_empty_list_gives_empty_list(model, bible_tokenizer):
@@ -227,3 +228,40 @@ def test_a_translator_survives_seeding_after_it_was_traced(model, bible_tokenize
     expected = translator.translate(sources)
     tf.random.set_seed(1)
     assert translator.translate(sources) == expected
+
+
+def test_scores_and_n_best_lists_come_from_the_search(model, bible_tokenizer, bible_slice):
+    sources = bible_slice.sources[:5] + [""]
+    greedy = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=3)
+    plain = greedy.translate(sources)
+    scored = greedy.translate(sources, with_scores=True)
+    assert [text for text, _ in scored] == plain
+    assert all(np.isfinite(score) and score < 0 for _, score in scored[:5])
+    assert scored[5] == ("", 0.0)  # no piece: nothing decoded
+    beam = Translator(model, bible_tokenizer, bible_tokenizer, beam_size=4, max_length_offset=3)
+    best = beam.translate(sources)
+    n_best = beam.translate(sources, num_hypotheses=3, with_scores=True)
+    assert [len(row) for row in n_best] == [3] * 6
+    for row, first in zip(n_best[:5], best[:5]):
+        assert row[0][0] == first  # the best of the n is the 1-best
+        scores = [score for _, score in row]
+        assert scores == sorted(scores, reverse=True) and np.all(np.isfinite(scores))
+        assert len({text for text, _ in row}) > 1 or row[0][0] == ""
+    assert n_best[5] == [("", 0.0), ("", float("-inf")), ("", float("-inf"))]
+    # Texts only, n-best: lists of strings; the translator's own default n.
+    assert beam.translate(sources[:2], num_hypotheses=2)[0] == [t for t, _ in n_best[0][:2]]
+    two = Translator(model, bible_tokenizer, bible_tokenizer, beam_size=4, num_hypotheses=2,
+                     max_length_offset=3)
+    assert two.translate(sources[:2]) == beam.translate(sources[:2], num_hypotheses=2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_hypotheses": 3}, "`num_hypotheses` must be at most `beam_size` (2)"),
+    ({"num_hypotheses": 0}, "num_hypotheses"),
+])
+def test_an_n_best_larger_than_the_beam_is_refused(model, bible_tokenizer, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Translator(model, bible_tokenizer, bible_tokenizer, beam_size=2, **kwargs)
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, beam_size=2)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        translator.translate(["Dios"], **kwargs)

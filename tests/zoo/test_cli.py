@@ -475,3 +475,62 @@ def test_run_file_errors_name_the_file(small_corpus, tmp_path, capsys, args, edi
     assert exit_info.value.code == 2
     assert re.search(message, capsys.readouterr().err)
     assert not (tmp_path / "r" / "preset.json").exists()
+
+
+def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run, tmp_path):
+    from tf_outheads.decoding import Translator
+    from tf_outheads_zoo.train import load_run
+
+    sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
+    source = tmp_path / "src.txt"
+    source.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    expected = Translator(model, source_tokenizer, target_tokenizer,
+                          **dict(preset["decode"], beam_size=3)).translate(
+        sources, num_hypotheses=2, with_scores=True)
+    output = tmp_path / "nbest.txt"
+    cli.main(["translate", "--run-dir", trained_run, "--input", str(source), "--output",
+              str(output), "--beam-size", "3", "--n-best", "2", "--with-scores"])
+    lines = [line.split(" ||| ") for line in output.read_text(encoding="utf-8").splitlines()]
+    assert [(int(i), text) for i, text, _ in lines] == [
+        (index, text) for index, row in enumerate(expected) for text, _ in row]
+    scores = [float(score) for _, _, score in lines]
+    assert scores == pytest.approx([s for row in expected for _, s in row], abs=1e-5)
+    jsonl = tmp_path / "nbest.jsonl"
+    cli.main(["translate", "--run-dir", trained_run, "--input", str(source), "--output",
+              str(jsonl), "--beam-size", "3", "--n-best", "2", "--format", "jsonl"])
+    records = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    assert [[h["text"] for h in r["hypotheses"]] for r in records] == [
+        [text for text, _ in row] for row in expected]
+    assert "score" not in records[0]["hypotheses"][0]
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
+                  "--n-best", "2"])
+
+
+def test_score_command_writes_the_scorer_s_numbers(trained_run, tmp_path, capsys):
+    from tf_outheads.decoding import Scorer
+    from tf_outheads_zoo.train import load_run
+
+    sources = ["Y dijo Dios: Sea la luz.", "En el principio."]
+    targets = ["And God said, Let there be light.", "In the beginning."]
+    (tmp_path / "src").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    (tmp_path / "tgt").write_text("\n".join(targets) + "\n", encoding="utf-8")
+    cli.main(["score", "--run-dir", trained_run, "--source", str(tmp_path / "src"),
+              "--target", str(tmp_path / "tgt"), "--per-token", "--output",
+              str(tmp_path / "scores.jsonl")])
+    records = [json.loads(line) for line in
+               (tmp_path / "scores.jsonl").read_text(encoding="utf-8").splitlines()]
+    model, source_tokenizer, target_tokenizer, _ = load_run(trained_run)
+    expected = Scorer(model, source_tokenizer, target_tokenizer).score(sources, targets)
+    assert [r["log_prob"] for r in records] == pytest.approx(
+        [r["log_prob"] for r in expected], abs=1e-4)
+    assert records[1]["pieces"][-1] == "</s>" and len(records[1]["token_log_probs"]) == \
+        records[1]["tokens"]
+    assert re.search(r"\[score\] 2 pairs, \d+ target tokens \(EOS included\): cross-entropy "
+                     r"[0-9.]+ nats per token", capsys.readouterr().err)
+    (tmp_path / "tgt").write_text("one line\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        cli.main(["score", "--run-dir", trained_run, "--source", str(tmp_path / "src"),
+                  "--target", str(tmp_path / "tgt")])
+    assert "has 2 lines and --target" in capsys.readouterr().err

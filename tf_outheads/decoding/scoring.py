@@ -130,12 +130,53 @@ class Scorer:
                            "(max_source_length=%d, max_target_length=%d) and were cut",
                            len(self.truncated_indices), len(sources), self.max_source_length,
                            self.max_target_length)
+        return self._score_arrays(source_ids, target_in, target_out, per_token)
+
+    def score_ids(self, source_ids, target_ids, per_token=False):
+        """Scores given piece ids, as `score` scores strings: `target_ids[i]` (the
+        target's pieces, without BOS or EOS) as the translation of `source_ids[i]` (the
+        source's pieces, without EOS). What a reranker holds, or a search's output,
+        scored exactly as it was produced (no detokenizing and tokenizing again).
+
+        Args:
+            source_ids, target_ids: equal-length lists of lists of int.
+            per_token: as in `score`.
+
+        Returns:
+            as `score`.
+        """
+        source_ids, target_ids = list(source_ids), list(target_ids)
+        if len(source_ids) != len(target_ids):
+            raise ValueError("`source_ids` and `target_ids` must have one row each per pair. "
+                             f"Received: {len(source_ids)} and {len(target_ids)} rows")
+        if not source_ids:
+            return []
+        rows = len(source_ids)
+        sources = [list(map(int, ids))[:self.max_source_length - 1] + [EOS_ID]
+                   for ids in source_ids]
+        targets = [list(map(int, ids))[:self.max_target_length - 1] for ids in target_ids]
+        self.truncated_indices = [i for i in range(rows)
+                                  if len(source_ids[i]) > self.max_source_length - 1
+                                  or len(target_ids[i]) > self.max_target_length - 1]
+        width_s = max(len(ids) for ids in sources)
+        width_t = max(len(ids) for ids in targets) + 1
+        source_array = np.full((rows, width_s), PAD_ID, np.int32)
+        target_in = np.full((rows, width_t), PAD_ID, np.int32)
+        target_out = np.full((rows, width_t), PAD_ID, np.int32)
+        for row, (source, target) in enumerate(zip(sources, targets)):
+            source_array[row, :len(source)] = source
+            target_in[row, :len(target) + 1] = [BOS_ID] + target
+            target_out[row, :len(target) + 1] = target + [EOS_ID]
+        return self._score_arrays(source_array, target_in, target_out, per_token)
+
+    def _score_arrays(self, source_ids, target_in, target_out, per_token):
+        """Padded `(B, S)`, `(B, T)`, `(B, T)` int arrays → the results of `score`."""
         target_lengths = (target_out != PAD_ID).sum(axis=1)
         source_lengths = (source_ids != PAD_ID).sum(axis=1)
         cache = self.model.head.inference_cache()
         if self._score_batch is None:
             self._score_batch = self._compile(cache)
-        token_scores = [None] * len(sources)
+        token_scores = [None] * len(source_ids)
         order = np.lexsort((source_lengths, target_lengths))
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]

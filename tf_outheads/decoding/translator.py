@@ -61,6 +61,8 @@ class Translator:
             the model needs `source_alignments(source_ids, target_in)`).
             Batches without `<unk>` cost nothing extra; the others one
             teacher-forced pass over the chosen outputs. Defaults to `False`.
+        num_hypotheses: int in `[1, beam_size]`, the default n-best size of
+            `translate`. Defaults to 1.
 
     Attributes:
         graph: `tf_outheads.decoding.graph.TranslationGraph`, the translation
@@ -86,15 +88,19 @@ class Translator:
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
-                 beam_size=1, length_penalty=0.0, replace_unk=False):
+                 beam_size=1, length_penalty=0.0, replace_unk=False, num_hypotheses=1):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.beam_size = int_at_least("beam_size", beam_size, 1)
+        self.num_hypotheses = self._check_num_hypotheses(num_hypotheses)
         # Checks the other options (a `ValueError` naming the one out of range).
-        self.graph = TranslationGraph(
-            model, source_tokenizer, target_tokenizer, beam_size=self.beam_size,
-            length_penalty=length_penalty, replace_unk=replace_unk,
+        self._graph_options = dict(
+            beam_size=self.beam_size, length_penalty=length_penalty, replace_unk=replace_unk,
             max_source_length=max_source_length, max_length_ratio=max_length_ratio,
             max_length_offset=max_length_offset)
+        self.graph = TranslationGraph(model, source_tokenizer, target_tokenizer,
+                                      num_hypotheses=self.num_hypotheses,
+                                      **self._graph_options)
+        self._graphs = {self.num_hypotheses: self.graph}
         self.length_penalty = self.graph.length_penalty
         self.replace_unk = self.graph.replace_unk
         self.max_length_ratio = self.graph.max_length_ratio
@@ -103,7 +109,7 @@ class Translator:
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self._decode = None  # traced at the first batch (`_compile`)
+        self._decoders = {}  # n-best size → its search, traced at its first batch
         self._fingerprint = tf.function(self._weights_fingerprint)
         self._cache = None
         self._cache_fingerprint = None
@@ -129,7 +135,15 @@ class Translator:
             self._cache_fingerprint = fingerprint
         return self._cache
 
-    def _compile(self, cache):
+    def _check_num_hypotheses(self, num_hypotheses):
+        value = int_at_least("num_hypotheses", num_hypotheses, 1)
+        if value > self.beam_size:
+            raise ValueError(f"`num_hypotheses` must be at most `beam_size` ({self.beam_size}):"
+                             f" a beam of {self.beam_size} keeps {self.beam_size} hypotheses. "
+                             f"Received: num_hypotheses={num_hypotheses}")
+        return value
+
+    def _compile(self, cache, num_hypotheses):
         """A batch of source ids → translations `(b, 1)` and scores, in one `tf.function`
         (the defaults' search only), traced once for every batch shape: batches differ in
         size and width, and tracing costs seconds (without the signature: three traces,
@@ -140,44 +154,61 @@ class Translator:
         # No AutoGraph: the search is written with tf.while_loop / tf.cond, and
         # converting it and the model's step costs ~2 s per trace (0.8 s instead of 2.9 s
         # for the first batch of lstm-cpu-tied).
-        return tf.function(self.graph.decode, input_signature=signature, autograph=False)
+        if num_hypotheses not in self._graphs:
+            self._graphs[num_hypotheses] = TranslationGraph(
+                self.model, self.source_tokenizer, self.target_tokenizer,
+                num_hypotheses=num_hypotheses, **self._graph_options)
+        return tf.function(self._graphs[num_hypotheses].decode, input_signature=signature,
+                           autograph=False)
 
-    def _decode_batch(self, source_ids, num_pieces, cache):
-        if self._decode is None:
-            self._decode = self._compile(cache)
+    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses):
+        if num_hypotheses not in self._decoders:
+            self._decoders[num_hypotheses] = self._compile(cache, num_hypotheses)
         try:
-            return self._decode(source_ids, num_pieces, cache)
+            return self._decoders[num_hypotheses](source_ids, num_pieces, cache)
         except tf.errors.NotFoundError:
             # `tf.random.set_seed` frees the SentencePiece resources a traced
             # graph captured (`SubwordTokenizer.ensure_resource`): rebuild them
             # and trace again, once.
             for tokenizer in (self.source_tokenizer, self.target_tokenizer):
                 tokenizer.ensure_resource()
-            self._decode = self._compile(cache)
-            return self._decode(source_ids, num_pieces, cache)
+            self._decoders[num_hypotheses] = self._compile(cache, num_hypotheses)
+            return self._decoders[num_hypotheses](source_ids, num_pieces, cache)
 
     @staticmethod
     def _as_bytes(sentences):
         """UTF-8 bytes of each source; a `ValueError` for an item that is not a string."""
         return string_tensor(sentences, "sentences")
 
-    def translate(self, sentences):
+    def translate(self, sentences, num_hypotheses=None, with_scores=False):
         """Translate raw source strings.
 
         Args:
             sentences: iterable of str (or UTF-8 bytes).
+            num_hypotheses: int in `[1, beam_size]`, the n-best size (default: the
+                translator's `num_hypotheses`). Each size is traced once.
+            with_scores: bool, also return each hypothesis' score: the search's,
+                as the length penalty defines it (α = 0: the sum of the pieces'
+                and EOS's log-probabilities; α > 0: that sum divided by GNMT's
+                ((5 + |Y|) / 6) ** α). A source with no piece scores 0.
 
         Returns:
-            list of str, one translation per source, in input order (`""` for
-            a source with no subword piece).
+            In input order, one item per source (`""` for a source with no
+            subword piece): with one hypothesis and no scores, the translation
+            (str); with scores, a `(translation, score)` tuple; with
+            `num_hypotheses > 1`, a list of `num_hypotheses` such items, best
+            first (for a source with no piece, `""` then `("", -inf)` padding).
 
         Raises:
-            ValueError: an item that is neither str nor bytes.
+            ValueError: an item that is neither str nor bytes, or
+                `num_hypotheses` out of range.
 
         Sources longer than `max_source_length - 1` pieces are cut there:
         their positions are recorded in `truncated_indices` (and
         `truncated_count`), and a warning says how many were cut.
         """
+        n_best = (self.num_hypotheses if num_hypotheses is None
+                  else self._check_num_hypotheses(num_hypotheses))
         sentences = list(sentences)
         self.truncated_indices = []
         if not sentences:
@@ -194,7 +225,8 @@ class Translator:
         # A source with no piece (empty, blank, or only characters the
         # tokenizer drops) translates to "" and is not decoded, as in the
         # exported signature.
-        outputs = [""] * len(sentences)
+        texts = [[""] * n_best for _ in sentences]
+        scores = [[0.0] + [float("-inf")] * (n_best - 1) for _ in sentences]
         # Sorting by length keeps padding (and wasted decoder steps) small.
         order = np.argsort(num_pieces, kind="stable")
         order = order[num_pieces[order] > 0]
@@ -203,11 +235,17 @@ class Translator:
         for start in range(0, len(order), self.batch_size):
             indices = order[start:start + self.batch_size]
             width = num_pieces[indices].max() + 1
-            texts, _ = self._decode_batch(source_ids[indices, :width], num_pieces[indices],
-                                          cache)
-            for index, text in zip(indices, texts.numpy()[:, 0]):
-                outputs[index] = text.decode("utf-8")
-        return outputs
+            batch_texts, batch_scores = self._decode_batch(
+                source_ids[indices, :width], num_pieces[indices], cache, n_best)
+            for index, row, row_scores in zip(indices, batch_texts.numpy(),
+                                              batch_scores.numpy()):
+                texts[index] = [text.decode("utf-8") for text in row]
+                scores[index] = [float(score) for score in row_scores]
+        if with_scores:
+            outputs = [list(zip(row, row_scores)) for row, row_scores in zip(texts, scores)]
+        else:
+            outputs = texts
+        return outputs if n_best > 1 else [row[0] for row in outputs]
 
 
 def string_tensor(items, name):
