@@ -161,3 +161,22 @@ def test_piece_ids_score_as_their_strings_do(model, bible_tokenizer, bible_slice
         np.testing.assert_allclose(a["token_log_probs"], b["token_log_probs"], atol=1e-5)
     with pytest.raises(ValueError, match="2 and 1 rows"):
         scorer.score_ids([[5], [6]], [[7]])
+
+
+@pytest.mark.parametrize("head", ["tied", {"class_name": "joint", "config": {"joint_dim": 12}}])
+def test_a_transformer_scores_as_its_training_logits_say(bible_tokenizer, bible_slice, head):
+    from tf_outheads_zoo.model_config import TransformerConfig
+    from tf_outheads_zoo.transformer import TransformerSeq2Seq
+
+    tf.random.set_seed(3)
+    model = TransformerSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
+                               **dict(TransformerConfig.small, head=head))
+    sources, targets = bible_slice.sources[:3], bible_slice.targets[:3]
+    together = Scorer(model, bible_tokenizer, bible_tokenizer, batch_size=3).score(
+        sources, targets, per_token=True)
+    alone = Scorer(model, bible_tokenizer, bible_tokenizer, batch_size=1).score(
+        sources, targets)
+    for source, target, result, single in zip(sources, targets, together, alone):
+        expected = _by_hand(model, bible_tokenizer, source, target)
+        np.testing.assert_allclose(result["token_log_probs"], expected, rtol=1e-4, atol=1e-4)
+        assert single["log_prob"] == pytest.approx(result["log_prob"], abs=1e-3)
