@@ -180,3 +180,10 @@ def test_a_transformer_scores_as_its_training_logits_say(bible_tokenizer, bible_
         expected = _by_hand(model, bible_tokenizer, source, target)
         np.testing.assert_allclose(result["token_log_probs"], expected, rtol=1e-4, atol=1e-4)
         assert single["log_prob"] == pytest.approx(result["log_prob"], abs=1e-3)
+
+
+def test_invalid_utf8_is_read_as_the_search_reads_it(model, bible_tokenizer):
+    scorer = Scorer(model, bible_tokenizer, bible_tokenizer)
+    raw = scorer.score([b"Y dijo Dios \xff luz"], [b"And God said \xfe light"])
+    replaced = scorer.score(["Y dijo Dios \ufffd luz"], ["And God said \ufffd light"])
+    assert raw == replaced

@@ -247,19 +247,11 @@ class TranslationGraph:
     def encode(self, sources):
         """Raw strings `(B,)` → source ids `(B, S)` with EOS, piece counts `(B,)`, and
         whether pieces were dropped past `max_source_length - 1` `(B,)`."""
+        pieces, truncated = tokenize_text(self.source_tokenizer, sources,
+                                          self.max_source_length - 1, self.max_input_bytes)
         with tf.device(_CPU):
-            text = sources
-            if self.max_input_bytes is not None:
-                text = tf.strings.substr(text, 0, self.max_input_bytes)
-            text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
-                                                replacement_char=0xFFFD,
-                                                replace_control_characters=False)
-            pieces = self.source_tokenizer.tokenize(text)  # ragged (B, None)
-            limit = self.max_source_length - 1
-            truncated = pieces.row_lengths() > limit
-            pieces = pieces[:, :limit]
             eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sources)[0], 1], EOS_ID))
-            source_ids = tf.concat([tf.cast(pieces, tf.int32), eos], axis=1).to_tensor(PAD_ID)
+            source_ids = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)
             num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
         return source_ids, num_pieces, truncated
 
@@ -388,4 +380,21 @@ class TranslationGraph:
         return tf.reshape(plain, shape[:2])
 
 
-__all__ = ["OPTION_NAMES", "TranslationGraph"]
+def tokenize_text(tokenizer, texts, limit, max_input_bytes=None):
+    """Raw strings `(B,)` → their first `limit` pieces, ragged int32 `(B, None)`, and
+    whether pieces were dropped `(B,)`; on the CPU (SentencePiece's only kernels). Inputs
+    are first cut to `max_input_bytes` (if given) and invalid UTF-8 becomes U+FFFD, so
+    every host of a model (the search, forced decoding, the export) reads a string alike.
+    """
+    with tf.device(_CPU):
+        if max_input_bytes is not None:
+            texts = tf.strings.substr(texts, 0, max_input_bytes)
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                             replacement_char=0xFFFD,
+                                             replace_control_characters=False)
+        pieces = tokenizer.tokenize(texts)  # ragged (B, None)
+        truncated = pieces.row_lengths() > limit
+        return tf.cast(pieces[:, :limit], tf.int32), truncated
+
+
+__all__ = ["OPTION_NAMES", "TranslationGraph", "tokenize_text"]

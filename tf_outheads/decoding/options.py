@@ -74,3 +74,18 @@ def check_length_limits(max_length_ratio, max_length_offset, max_source_length):
     return (ratio, int_at_least("max_length_offset", max_length_offset, 0),
             int_at_least("max_source_length", max_source_length, 2,
                          "an int >= 2 (one piece and EOS)"))
+
+
+def check_num_hypotheses(num_hypotheses, beam_size):
+    """`int(num_hypotheses)` if it is an int in `[1, beam_size]`: a beam of k keeps k
+    hypotheses, so no more can be returned.
+
+    Raises:
+        ValueError: naming `num_hypotheses`, the beam size and the value received.
+    """
+    value = int_at_least("num_hypotheses", num_hypotheses, 1)
+    if value > beam_size:
+        raise ValueError(f"`num_hypotheses` must be at most `beam_size` ({beam_size}): a beam "
+                         f"of {beam_size} keeps {beam_size} hypotheses. "
+                         f"Received: num_hypotheses={num_hypotheses}")
+    return value

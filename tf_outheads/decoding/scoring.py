@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from tf_outheads.decoding.graph import tokenize_text
 from tf_outheads.decoding.translator import string_tensor
 from tf_outheads.validation import int_at_least
 
@@ -65,14 +66,13 @@ class Scorer:
     def encode(self, sources, targets):
         """Raw strings `(B,)` twice → `source_ids (B, S)` with EOS, `target_in (B, T)`
         (`[BOS] + pieces`), `target_out (B, T)` (`pieces + [EOS]`), padded with PAD, and
-        whether either side was cut `(B,)`."""
-        source_pieces = self.source_tokenizer.tokenize(sources)
-        target_pieces = self.target_tokenizer.tokenize(targets)
-        truncated = tf.logical_or(
-            source_pieces.row_lengths() > self.max_source_length - 1,
-            target_pieces.row_lengths() > self.max_target_length - 1)
-        source_pieces = tf.cast(source_pieces[:, :self.max_source_length - 1], tf.int32)
-        target_pieces = tf.cast(target_pieces[:, :self.max_target_length - 1], tf.int32)
+        whether either side was cut `(B,)`. Both sides are read as the search reads a
+        source (`tokenize_text`: invalid UTF-8 → U+FFFD)."""
+        source_pieces, source_cut = tokenize_text(self.source_tokenizer, sources,
+                                                  self.max_source_length - 1)
+        target_pieces, target_cut = tokenize_text(self.target_tokenizer, targets,
+                                                  self.max_target_length - 1)
+        truncated = tf.logical_or(source_cut, target_cut)
         rows = tf.shape(sources)[0]
         eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], EOS_ID))
         bos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], BOS_ID))

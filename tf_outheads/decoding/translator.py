@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.decoding.graph import TranslationGraph
+from tf_outheads.decoding.options import check_num_hypotheses
 from tf_outheads.validation import int_at_least
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Translator:
                  beam_size=1, length_penalty=0.0, replace_unk=False, num_hypotheses=1):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.beam_size = int_at_least("beam_size", beam_size, 1)
-        self.num_hypotheses = self._check_num_hypotheses(num_hypotheses)
+        self.num_hypotheses = check_num_hypotheses(num_hypotheses, self.beam_size)
         # Checks the other options (a `ValueError` naming the one out of range).
         self._graph_options = dict(
             beam_size=self.beam_size, length_penalty=length_penalty, replace_unk=replace_unk,
@@ -135,19 +136,12 @@ class Translator:
             self._cache_fingerprint = fingerprint
         return self._cache
 
-    def _check_num_hypotheses(self, num_hypotheses):
-        value = int_at_least("num_hypotheses", num_hypotheses, 1)
-        if value > self.beam_size:
-            raise ValueError(f"`num_hypotheses` must be at most `beam_size` ({self.beam_size}):"
-                             f" a beam of {self.beam_size} keeps {self.beam_size} hypotheses. "
-                             f"Received: num_hypotheses={num_hypotheses}")
-        return value
-
     def _compile(self, cache, num_hypotheses):
-        """A batch of source ids → translations `(b, 1)` and scores, in one `tf.function`
-        (the defaults' search only), traced once for every batch shape: batches differ in
-        size and width, and tracing costs seconds (without the signature: three traces,
-        one per new shape until `reduce_retracing` relaxes both dimensions)."""
+        """A batch of source ids → its `num_hypotheses` best translations and scores
+        `(b, n)`, in one `tf.function` (that search only), traced once for every batch
+        shape: batches differ in size and width, and tracing costs seconds (without the
+        signature: three traces, one per new shape until `reduce_retracing` relaxes both
+        dimensions)."""
         signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
                      tf.nest.map_structure(
                          lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), cache)]
@@ -208,7 +202,7 @@ class Translator:
         `truncated_count`), and a warning says how many were cut.
         """
         n_best = (self.num_hypotheses if num_hypotheses is None
-                  else self._check_num_hypotheses(num_hypotheses))
+                  else check_num_hypotheses(num_hypotheses, self.beam_size))
         sentences = list(sentences)
         self.truncated_indices = []
         if not sentences:

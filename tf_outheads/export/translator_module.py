@@ -64,7 +64,7 @@ import tensorflow as tf
 
 from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.decoding.graph import OPTION_NAMES, TranslationGraph
-from tf_outheads.decoding.options import MAX_LENGTH_PENALTY
+from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, check_num_hypotheses
 from tf_outheads.validation import positive_int
 
 DEFAULT_BEAM_SIZES = (1, 2, 4, 5, 8)
@@ -191,10 +191,7 @@ class TranslatorModule(tf.Module):
                  max_request_pieces=MAX_REQUEST_PIECES, name="translator"):
         super().__init__(name=name)
         beam_size = positive_int("beam_size", beam_size)
-        num_hypotheses = positive_int("num_hypotheses", num_hypotheses)
-        if num_hypotheses > beam_size:
-            raise ValueError("`num_hypotheses` must be at most `beam_size` "
-                             f"({beam_size}). Received: num_hypotheses={num_hypotheses}")
+        num_hypotheses = check_num_hypotheses(num_hypotheses, beam_size)
         widths = [positive_int("beam_sizes", width) for width in beam_sizes]
         positive_int("max_input_bytes", max_input_bytes)
         positive_int("max_request_sources", max_request_sources)
