@@ -134,16 +134,13 @@ def run_settings(study, arm_name, seed):
 
 
 def _differences(stored, expected, prefix=""):
-    """Dotted keys at which two settings dicts differ (first the missing or changed)."""
+    """`[(dotted key, stored value, expected value)]` where two settings dicts differ. The
+    overrides (`set`) compare key by key, each value whole (`set.model.head`)."""
     keys = []
     for key in list(expected) + [k for k in stored if k not in expected]:
         a, b = stored.get(key, "<unset>"), expected.get(key, "<unset>")
-        if isinstance(a, dict) and isinstance(b, dict) and key != "set":
+        if isinstance(a, dict) and isinstance(b, dict) and not prefix.startswith("set."):
             keys += _differences(a, b, f"{prefix}{key}.")
-        elif key == "set" and isinstance(a, dict) and isinstance(b, dict):
-            keys += [(f"set.{k}", a.get(k, "<unset>"), b.get(k, "<unset>"))
-                     for k in list(b) + [k for k in a if k not in b]
-                     if a.get(k, "<unset>") != b.get(k, "<unset>")]
         elif a != b:
             keys.append((prefix + key, a, b))
     return keys

@@ -14,7 +14,8 @@ from tf_outheads_zoo.study.definition import (
     DEFAULT_RUNS_DIR, RECORDS_DIR, Claim, finished_runs)
 from tf_outheads_zoo.study.file import STUDIES, get_study
 from tf_outheads_zoo.study.stats import (
-    ALPHA, POWER, claim_verdict, dev_cross_entropy, paired_against, paired_tests, seed_effect,
+    ALPHA, POWER, claim_verdict, dev_cross_entropy, dev_loss_curve, forced_scores,
+    paired_against, paired_improvements, paired_tests, seed_effect,
     variant_score)
 
 
@@ -122,7 +123,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         figures = []
         for suffix, reader, title, ylabel in (
                 ("dev_bleu", _bleu_curve, "dev BLEU", "BLEU"),
-                ("dev_loss", _dev_loss_curve, "dev loss (the training loss on dev)",
+                ("dev_loss", dev_loss_curve, "dev loss (the training loss on dev)",
                  "loss (nats per token)")):
             curves = {a: _curve_stats(list(r.values()), reader) for a, r in runs.items() if r}
             curves = {a: c for a, c in curves.items() if c[0]}
@@ -135,7 +136,8 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                                 bands={a: (c[0], c[2], c[3]) for a, c in curves.items()
                                        if len(runs[a]) > 1})
                 figures.append(path)
-        loss = {a: _curve_means(list(r.values()), _loss_curve) for a, r in runs.items() if r}
+        loss = {a: _curve_stats(list(r.values()), _loss_curve)[:2] for a, r in runs.items()
+                if r}
         if any(c[0] for c in loss.values()):
             path = os.path.join(figures_dir, f"{name}_loss.svg")
             write_line_plot(path, {a: c for a, c in loss.items() if c[0]},
@@ -160,8 +162,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         for label, values in summary.items():
             if values["arm"] == study.baseline:
                 continue
-            base = f"{study.baseline} ({values['variant']})" if values["variant"] else ""
-            base = base if base in summary else study.baseline
+            base = _baseline_label(study, values, summary)
             verdict = claim_verdict(values, summary[base], Claim(label, label, base, ""))
             lines.append(f"- {label} against {base}: {verdict}")
     claims = []
@@ -192,16 +193,11 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
     return "\n".join(lines) + "\n"
 
 
-def _forced_scores(run_dir):
-    """A run's `cross_entropy.json` (dev and test cross-entropy by forced decoding,
-    `runner.score_run`), or None for a run recorded before it."""
-    from tf_outheads_zoo.study.definition import CROSS_ENTROPY_FILE
-
-    path = os.path.join(run_dir, CROSS_ENTROPY_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def _baseline_label(study, values, summary):
+    """The row an arm's row is judged against: the baseline decoded the same way (`"softmax
+    (beam5)"` for `"vmf (beam5)"`) where it has that row, else the baseline."""
+    same = f"{study.baseline} ({values['variant']})" if values["variant"] else study.baseline
+    return same if same in summary else study.baseline
 
 
 def _effect_dict(effect):
@@ -211,10 +207,7 @@ def _effect_dict(effect):
 
 def _numbers(study, summary, claims, differences):
     """The dict of `results.json`: what the page shows, as numbers."""
-    from tf_outheads_zoo.study.stats import paired_improvements
-
     arms = {}
-    baseline = summary.get(study.baseline)
     for label, values in summary.items():
         arm = study.arms[values["arm"]]
         entry = {"arm": values["arm"], "decoding": values["variant"], "preset": arm.preset,
@@ -226,11 +219,13 @@ def _numbers(study, summary, claims, differences):
                 "test_length_ratio": values["test_length_ratio"][index],
                 "dev_cross_entropy": values["dev_ce"][index],
                 "dev_cross_entropy_kind": values["ce_kinds"][index],
-                "forced_decoding": _forced_scores(values["run_dirs"][index]),
+                "forced_decoding": forced_scores(values["run_dirs"][index]),
                 "steps": values["steps_run"][index], "train_minutes": values["minutes"][index],
                 "p_test_vs_baseline": values["p_test"][index] if values["p_test"] else None,
                 "p_dev_vs_baseline": values["p_dev"][index] if values["p_dev"] else None}
+        baseline = summary.get(_baseline_label(study, values, summary))
         if values["arm"] != study.baseline and baseline:
+            entry["baseline"] = _baseline_label(study, values, summary)
             bleu = paired_improvements(values, baseline, "test")
             entry["test_bleu_vs_baseline"] = _effect_dict(seed_effect(bleu)) if bleu else None
             ce = (paired_improvements(baseline, values, "dev_ce")
@@ -314,30 +309,6 @@ def _curve_stats(run_dirs, reader):
     xs = sorted(set.intersection(*(set(c) for c in curves)))
     return (xs, [statistics.fmean(c[x] for c in curves) for x in xs],
             [min(c[x] for c in curves) for x in xs], [max(c[x] for c in curves) for x in xs])
-
-
-def _dev_loss_curve(run_dir):
-    """The output layer's loss on dev at each evaluation (history.csv; `val_logits_loss`
-    beside an auxiliary head), against the step."""
-    import csv
-
-    path = os.path.join(run_dir, "history.csv")
-    if not os.path.exists(path):
-        return [], []
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = [row for row in csv.DictReader(f) if row.get("val_loss") and row.get("step")]
-    return ([int(float(row["step"])) for row in rows],
-            [float(row.get("val_logits_loss") or row["val_loss"]) for row in rows])
-
-
-def _curve_means(run_dirs, reader):
-    """Mean over runs at each x all runs share."""
-    curves = [dict(zip(*reader(d))) for d in run_dirs]
-    curves = [c for c in curves if c]
-    if not curves:
-        return [], []
-    xs = sorted(set.intersection(*(set(c) for c in curves)))
-    return xs, [statistics.fmean(c[x] for c in curves) for x in xs]
 
 
 def _loss_curve(run_dir, window=50):
@@ -484,10 +455,12 @@ def choose_winner(numbers, select_by="dev_bleu"):
     Raises:
         ValueError: `select_by` unknown, or cross-entropies of different kinds.
     """
-    key = {"dev_bleu": "dev_bleu", "dev_cross_entropy": "dev_cross_entropy"}.get(select_by)
-    if key is None:
-        raise ValueError(f"select_by must be dev_bleu or dev_cross_entropy. "
+    from tf_outheads_zoo.study.file import SELECT_BY
+
+    if select_by not in SELECT_BY:
+        raise ValueError(f"select_by must be one of {', '.join(SELECT_BY)}. "
                          f"Received: {select_by!r}")
+    key = select_by
     sign = 1.0 if key == "dev_bleu" else -1.0
     candidates = {label: entry for label, entry in numbers["arms"].items()
                   if entry["decoding"] is None and entry["runs"]

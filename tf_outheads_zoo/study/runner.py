@@ -10,10 +10,11 @@ import subprocess
 import sys
 
 from tf_outheads_zoo.study.definition import (
-    CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE, TOKENIZER_SEED, arm_run_dir,
-    budget_name, check_run_settings, run_settings, short_hash, study_seeds,
-    write_run_settings)
+    CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE,
+    TOKENIZER_SEED, arm_run_dir, budget_name, check_run_settings, run_settings, short_hash,
+    study_seeds, write_run_settings)
 from tf_outheads_zoo.study.file import get_study
+from tf_outheads_zoo.study.stats import primary_score
 
 # What a record holds besides the translations and their references (`record_run`).
 RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv",
@@ -130,7 +131,6 @@ def score_run(run_dir, log=print):
     import keras
 
     from tf_outheads.decoding.scoring import Scorer
-    from tf_outheads_zoo.compare import run_references
     from tf_outheads_zoo.runs import load_run
     from tf_outheads_zoo.splits import read_split
 
@@ -140,8 +140,9 @@ def score_run(run_dir, log=print):
               "continuous": bool(getattr(model.head, "needs_target_vectors", False)),
               "log_probabilities": scorer.log_probabilities}
     for split in ("dev", "test"):
-        sources = read_split(preset["data"], split, log=lambda *_: None).sources
-        results = scorer.score(sources, run_references(run_dir, split))
+        # The pairs the run was evaluated on (its references: `compare.run_references`).
+        pairs = read_split(preset["data"], split, log=lambda *_: None)
+        results = scorer.score(pairs.sources, pairs.targets)
         tokens = sum(r["tokens"] for r in results)
         scores[split] = {"cross_entropy": -sum(r["log_prob"] for r in results) / tokens,
                          "tokens": tokens, "sentences": len(results),
@@ -285,18 +286,11 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
 
 
 def _run_progress(run_dir, study):
-    """`step 1500/1500, dev BLEU 12.31` of a finished run (its results.json, bleu.jsonl)."""
+    """`step 1500/1500, dev BLEU 12.31` of a finished run (its results.json)."""
     with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
-        steps = json.load(f).get("steps")
+        results = json.load(f)
     budget = f"/{study.steps}" if not study.minutes else f" in {study.minutes:g} min"
-    text = f"step {steps}{budget}"
-    path = os.path.join(run_dir, "bleu.jsonl")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            lines = [line for line in f if line.strip()]
-        if lines:
-            text += f", dev BLEU {json.loads(lines[-1])['bleu']:.2f}"
-    return text
+    return f"step {results['steps']}{budget}, dev BLEU {primary_score(results, 'dev'):.2f}"
 
 
 def _duration(seconds):

@@ -100,12 +100,10 @@ def dev_cross_entropy(run_dir):
     `val_loss` adds that head's weighted loss; else `val_loss`), label-smoothed where
     training is. `kind` says what it measures ("full cross-entropy, label smoothing
     0.1", "vmf"...): only runs of the same kind compare."""
-    from tf_outheads_zoo.study.definition import CROSS_ENTROPY_FILE
+    from tf_outheads_zoo.stored import read_stored_preset
 
-    scored = os.path.join(run_dir, CROSS_ENTROPY_FILE)
-    if os.path.exists(scored):
-        with open(scored, encoding="utf-8") as f:
-            scores = json.load(f)
+    scores = forced_scores(run_dir)
+    if scores is not None:
         if not scores.get("log_probabilities", True):
             kind = f"mean decoding score of {scores['head']} (not a log-probability)"
         elif scores.get("continuous"):
@@ -114,16 +112,8 @@ def dev_cross_entropy(run_dir):
         else:
             kind = "cross-entropy by forced decoding, no label smoothing"
         return float(scores["dev"]["cross_entropy"]), kind
-    import csv
-
-    from tf_outheads_zoo.stored import read_stored_preset
-
-    path = os.path.join(run_dir, "history.csv")
-    if not os.path.exists(path):
-        return None, None
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = [row for row in csv.DictReader(f) if row.get("val_loss")]
-    if not rows:
+    losses = dev_loss_curve(run_dir)[1]
+    if not losses:
         return None, None
     train = read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["train"]
     if train.get("loss"):
@@ -131,8 +121,34 @@ def dev_cross_entropy(run_dir):
     else:
         kind = (f"{'sampled' if train.get('sampled_softmax') else 'full'} cross-entropy, "
                 f"label smoothing {train['label_smoothing']:g}")
-    last = rows[-1]
-    return float(last.get("val_logits_loss") or last["val_loss"]), kind
+    return losses[-1], kind
+
+
+def forced_scores(run_dir):
+    """A run's `cross_entropy.json` (dev and test cross-entropy by forced decoding,
+    `runner.score_run`), or None for a run scored before it existed."""
+    from tf_outheads_zoo.study.definition import CROSS_ENTROPY_FILE
+
+    path = os.path.join(run_dir, CROSS_ENTROPY_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def dev_loss_curve(run_dir):
+    """`(steps, losses)`: the output layer's loss on dev at each evaluation of a run's
+    history.csv (`val_logits_loss` where the model has an auxiliary head such as ReWE,
+    whose total `val_loss` adds that head's weighted loss; else `val_loss`)."""
+    import csv
+
+    path = os.path.join(run_dir, "history.csv")
+    if not os.path.exists(path):
+        return [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row.get("val_loss") and row.get("step")]
+    return ([int(float(row["step"])) for row in rows],
+            [float(row.get("val_logits_loss") or row["val_loss"]) for row in rows])
 
 
 def paired_improvements(arm, baseline, key):
