@@ -194,11 +194,12 @@ def check_data_fingerprints(run_dir, data_config, log=print):
     """
     path = os.path.join(run_dir, DATA_FILES)
     recorded = {}
-    if holds_run(run_dir, tokenizer=False):
+    if holds_run(run_dir):
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 recorded = json.load(f).get("files", {})
-        else:
+        elif holds_run(run_dir, tokenizer=False):
+            # (A tokenizer alone, as a study places one before training, read no data.)
             log(f"[data] {run_dir} holds a run from before data files were fingerprinted: "
                 f"resumed unchecked; their fingerprints are recorded now in {path}")
     files = {}
