@@ -172,7 +172,9 @@ def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentence
             result = signature(
                 sources=tf.constant([sentences[i] for i in indices]),
                 beam_size=tf.constant([k]), length_penalty=tf.constant([-1.0]),
-                num_hypotheses=tf.constant([1]), replace_unk=tf.constant([0]))
+                num_hypotheses=tf.constant([1]), replace_unk=tf.constant([0]),
+                sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
+                sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64))
             for index, text in zip(indices, result["translations"].numpy()[:, 0]):
                 outputs[index] = text.decode("utf-8")
         return outputs

@@ -90,7 +90,9 @@ def translate(directory, output):
                                    ("beam4_nbest3", 4, 3, 0), ("beam4_unk", 4, 1, 1)):
         runs[name] = translate_signature(
             sources=sources, beam_size=tf.constant([beam]), length_penalty=tf.constant([0.6]),
-            num_hypotheses=tf.constant([n]), replace_unk=tf.constant([replace]))
+            num_hypotheses=tf.constant([n]), replace_unk=tf.constant([replace]),
+            sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
+            sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64))
     result = {
         "tensorflow": tf.__version__,
         "tensorflow_text": tensorflow_text.__version__,
@@ -192,7 +194,9 @@ def grpc_check(directory):
                 beam_size=tf.constant([options.get("beam_size", -1)]),
                 length_penalty=tf.constant([-1.0]),
                 num_hypotheses=tf.constant([options.get("num_hypotheses", -1)]),
-                replace_unk=tf.constant([int(options.get("replace_unk", -1))]))
+                replace_unk=tf.constant([int(options.get("replace_unk", -1))]),
+                sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
+                sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64))
             expected = [[text.decode("utf-8") for text in row]
                         for row in direct["translations"].numpy()]
             if [prediction["translations"] for prediction in got] != expected:

@@ -22,8 +22,10 @@ DEFAULT_MODEL = "translator"
 
 
 def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_penalty=None,
-                  num_hypotheses=None, replace_unk=None):
-    """A `PredictRequest` for `sources` (options `None`: the export's default)."""
+                  num_hypotheses=None, replace_unk=None, sampling_topk=None,
+                  sampling_topp=None, sampling_temperature=None, seed=None):
+    """A `PredictRequest` for `sources` (options `None`: the export's default; gRPC
+    leaves them out and the server fills in the signature's recorded `-1`)."""
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2
 
@@ -32,7 +34,11 @@ def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_pena
     options = {"beam_size": (beam_size, tf.int32),
                "length_penalty": (length_penalty, tf.float32),
                "num_hypotheses": (num_hypotheses, tf.int32),
-               "replace_unk": (None if replace_unk is None else int(bool(replace_unk)), tf.int32)}
+               "replace_unk": (None if replace_unk is None else int(bool(replace_unk)), tf.int32),
+               "sampling_topk": (sampling_topk, tf.int32),
+               "sampling_topp": (sampling_topp, tf.float32),
+               "sampling_temperature": (sampling_temperature, tf.float32),
+               "seed": (seed, tf.int64)}
     given = {name: value for name, value in options.items() if value[0] is not None}
     request.model_spec.signature_name = "translate" if given else "serving_default"
     sources = [text.encode("utf-8") if isinstance(text, str) else text for text in sources]
@@ -82,11 +88,16 @@ def main(argv=None):
     parser.add_argument("--length-penalty", type=float)
     parser.add_argument("--num-hypotheses", type=int)
     parser.add_argument("--replace-unk", type=int, choices=(0, 1))
+    parser.add_argument("--sampling-topk", type=int, help="sample from the k best (0: all)")
+    parser.add_argument("--sampling-topp", type=float, help="sample from the nucleus p")
+    parser.add_argument("--sampling-temperature", type=float)
+    parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
     args = parser.parse_args(argv)
     sources = args.sources or sys.stdin.read().splitlines()
+    names = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
+             "sampling_topp", "sampling_temperature", "seed")
     predictions = translate(sources, target=args.target, model_name=args.model,
-                            beam_size=args.beam_size, length_penalty=args.length_penalty,
-                            num_hypotheses=args.num_hypotheses, replace_unk=args.replace_unk)
+                            **{name: getattr(args, name) for name in names})
     for prediction in predictions:
         for text, score in zip(prediction["translations"], prediction["scores"]):
             if text or score != float("-inf"):

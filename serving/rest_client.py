@@ -4,6 +4,7 @@
     python serving/rest_client.py --beam-size 5 --num-hypotheses 3 --length-penalty 0.6 \\
         "Jehová es mi pastor; nada me faltará." "Y dijo Dios: Sea la luz."
     python serving/rest_client.py --url http://host:8501/v1/models/translator < sources.txt
+    python serving/rest_client.py --sampling-topk 10 --seed 7 "Y dijo Dios: Sea la luz."
 
 Without options the request goes to the `serving_default` signature
 (`{"instances": ["...", ...]}`: the export's defaults). With any option it goes
@@ -13,7 +14,12 @@ defaults; `-1` means "the export's default"):
 
     {"signature_name": "translate",
      "instances": [{"sources": "...", "beam_size": 5, "length_penalty": 0.6,
-                    "num_hypotheses": 3, "replace_unk": -1}, ...]}
+                    "num_hypotheses": 3, "replace_unk": -1, "sampling_topk": -1,
+                    "sampling_topp": -1, "sampling_temperature": -1, "seed": -1}, ...]}
+
+(Exports made before sampling have only the first four options: TF Serving
+answers a request naming the others with `JSON object keys must be equal
+to: ...`, listing the inputs that export has; use the client of that version.)
 
 The row format keeps every input batched along the sources, which is what
 server-side batching (`--enable_batching`) needs. The answer holds one
@@ -34,34 +40,41 @@ import sys
 import urllib.request
 
 DEFAULT_URL = "http://localhost:8501/v1/models/translator"
-OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk")
+OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
+           "sampling_topp", "sampling_temperature", "seed")
+FLOAT_OPTIONS = ("length_penalty", "sampling_topp", "sampling_temperature")
 MAX_SOURCES = 256  # an export's default `max_request_sources`
 
 
-def build_request(sources, beam_size=None, length_penalty=None, num_hypotheses=None,
-                  replace_unk=None):
+def build_request(sources, **options):
     """The JSON body (a dict) of a `:predict` request for `sources`.
 
     Args:
         sources: list of str.
-        beam_size, length_penalty, num_hypotheses: number or `None` (the
-            export's default).
-        replace_unk: bool or `None` (the export's default).
+        **options: the `translate` signature's options (`OPTIONS`), each a
+            number or `None` (not set: the export's default); `replace_unk` a
+            bool. With `seed`, the source at position i of this request draws
+            its sample with `row_seeds(seed, i)`.
 
     Returns:
         dict: `{"instances": sources}` when no option is given, else the
         `translate` signature's row format with every option named.
+
+    Raises:
+        TypeError: an option the signature does not have.
     """
-    options = {"beam_size": beam_size, "length_penalty": length_penalty,
-               "num_hypotheses": num_hypotheses, "replace_unk": replace_unk}
-    if all(value is None for value in options.values()):
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"not an option of the translate signature: {unknown}")
+    if all(options.get(name) is None for name in OPTIONS):
         return {"instances": list(sources)}
-    values = {
-        "beam_size": -1 if beam_size is None else int(beam_size),
-        "length_penalty": -1.0 if length_penalty is None else float(length_penalty),
-        "num_hypotheses": -1 if num_hypotheses is None else int(num_hypotheses),
-        "replace_unk": -1 if replace_unk is None else int(bool(replace_unk)),
-    }
+    values = {}
+    for name in OPTIONS:
+        value = options.get(name)
+        if name == "replace_unk" and value is not None:
+            value = bool(value)
+        values[name] = (-1.0 if name in FLOAT_OPTIONS else -1) if value is None else (
+            float(value) if name in FLOAT_OPTIONS else int(value))
     return {"signature_name": "translate",
             "instances": [dict(sources=source, **values) for source in sources]}
 
@@ -106,15 +119,17 @@ def main(argv=None):
     parser.add_argument("--length-penalty", type=float)
     parser.add_argument("--num-hypotheses", type=int)
     parser.add_argument("--replace-unk", type=int, choices=(0, 1))
+    parser.add_argument("--sampling-topk", type=int, help="sample from the k best (0: all)")
+    parser.add_argument("--sampling-topp", type=float, help="sample from the nucleus p")
+    parser.add_argument("--sampling-temperature", type=float)
+    parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
     parser.add_argument("--max-sources", type=int, default=MAX_SOURCES,
                         help=f"sources per request (default {MAX_SOURCES}, the export's limit)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     args = parser.parse_args(argv)
     sources = args.sources or sys.stdin.read().splitlines()
     predictions = translate(sources, url=args.url, max_sources=args.max_sources,
-                            beam_size=args.beam_size,
-                            length_penalty=args.length_penalty,
-                            num_hypotheses=args.num_hypotheses, replace_unk=args.replace_unk)
+                            **{name: getattr(args, name) for name in OPTIONS})
     if args.json:
         json.dump(predictions, sys.stdout, ensure_ascii=False, indent=1)
         print()

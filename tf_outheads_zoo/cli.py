@@ -79,6 +79,9 @@ def _train(args):
     run_training(args.preset, run_dir, overrides, run_file=args.config)
 
 
+SAMPLING_OPTIONS = ("sampling_topk", "sampling_topp", "sampling_temperature")
+
+
 def _override(options, args, names):
     """The command-line options among `names` that were given replace `options`' values."""
     for name in names:
@@ -117,7 +120,13 @@ def _translate(args):
     sources = (read_lines(args.input) if args.input != "-"
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
     options = dict(preset["decode"])
-    _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk"))
+    _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk",
+                              "sampling_topk", "sampling_topp", "sampling_temperature", "seed"))
+    if any(getattr(args, name) is not None for name in SAMPLING_OPTIONS):
+        if options.get("beam_size", 1) > 1 and args.beam_size is not None:
+            raise CommandError(f"--beam-size {args.beam_size} with sampling: sampling draws "
+                               "one piece at a time (leave --beam-size out, or give 1)")
+        options["beam_size"] = 1  # the run's beam, when sampling
     n_best = args.n_best or 1
     if n_best > options.get("beam_size", 1):
         raise CommandError(f"--n-best {n_best} needs a beam at least as wide: give "
@@ -378,6 +387,15 @@ def build_parser():
                                 "log-probabilities, over GNMT's length penalty when α > 0)")
     translate.add_argument("--format", choices=("text", "jsonl"), default="text",
                            help="text (default) or one JSON object per source")
+    translate.add_argument("--sampling-topk", type=int, metavar="K",
+                           help="sample each piece from the K most probable (0: from all)")
+    translate.add_argument("--sampling-topp", type=float, metavar="P",
+                           help="sample from the nucleus: the fewest pieces holding P")
+    translate.add_argument("--sampling-temperature", type=float, metavar="T",
+                           help="sample with the log-probabilities divided by T (default 1)")
+    translate.add_argument("--seed", type=int,
+                           help="sampling seed: the same seed, the same samples (line i draws "
+                                "with its own seed from it, as the SavedModel does)")
     translate.set_defaults(func=_translate)
 
     score = commands.add_parser(

@@ -265,3 +265,69 @@ def test_an_n_best_larger_than_the_beam_is_refused(model, bible_tokenizer, kwarg
     translator = Translator(model, bible_tokenizer, bible_tokenizer, beam_size=2)
     with pytest.raises(ValueError, match=re.escape(message)):
         translator.translate(["Dios"], **kwargs)
+
+
+def test_seeded_samples_are_reproducible_and_do_not_depend_on_the_batch(
+        model, bible_tokenizer, bible_slice):
+    sources = bible_slice.sources[:6]
+
+    def sample(batch_size, seed=3, **options):
+        return Translator(model, bible_tokenizer, bible_tokenizer, batch_size=batch_size,
+                          max_length_offset=4, seed=seed, sampling_temperature=2.0,
+                          **options).translate(sources, with_scores=True)
+
+    first = sample(4)
+    alone = sample(1)
+    assert [text for text, _ in alone] == [text for text, _ in first]
+    assert [score for _, score in alone] == pytest.approx([score for _, score in first],
+                                                          abs=1e-4)
+    assert [text for text, _ in sample(4, seed=4)] != [text for text, _ in first]
+    greedy = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=4,
+                        max_length_offset=4).translate(sources)
+    assert [text for text, _ in first] != greedy
+    # k = 1 is the arg-max, whatever the temperature.
+    assert [text for text, _ in sample(4, sampling_topk=1)] == greedy
+
+
+def test_a_call_s_seed_is_kept_and_can_be_given(model, bible_tokenizer, bible_slice):
+    sources = bible_slice.sources[:3]
+    translator = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
+                            sampling_topp=0.95)
+    first = translator.translate(sources)
+    seed = translator.last_seed
+    assert isinstance(seed, int)
+    translator.translate(sources)
+    assert translator.last_seed != seed  # a fresh seed per call without one
+    assert translator.translate(sources, seed=seed) == first
+    plain = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4)
+    plain.translate(sources, seed=5)
+    assert plain.last_seed is None  # no sampling, no seed
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"sampling_topk": -1}, r"`sampling_topk` must be an int >= 0 .*Received: sampling_topk=-1"),
+    ({"sampling_topk": 2.5}, r"`sampling_topk` must be an int >= 0"),
+    ({"sampling_topp": 0.0}, r"`sampling_topp` must be a number in \(0, 1\]\. Received: "
+                             r"sampling_topp=0\.0"),
+    ({"sampling_topp": 1.01}, r"`sampling_topp` must be a number in \(0, 1\]"),
+    ({"sampling_temperature": 0}, r"`sampling_temperature` must be a finite number > 0"),
+    ({"sampling_temperature": float("inf")}, r"`sampling_temperature` must be a finite"),
+    ({"sampling_temperature": float("nan")}, r"`sampling_temperature` must be a finite"),
+    ({"sampling_topk": 5, "beam_size": 4}, r"Sampling draws one piece at a time: it needs "
+                                           r"`beam_size=1`\. Received: beam_size=4"),
+    ({"sampling_topk": 5, "seed": -3}, r"`seed` must be an int >= 0\. Received: seed=-3"),
+])
+def test_bad_sampling_options_are_refused_by_name(model, bible_tokenizer, options, message):
+    with pytest.raises(ValueError, match=message):
+        Translator(model, bible_tokenizer, bible_tokenizer, **options)
+
+
+def test_a_head_without_a_distribution_refuses_to_sample(bible_tokenizer):
+    model = LSTMSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
+                        embedding_dim=16, hidden_dim=16, num_layers=1,
+                        head={"class_name": "continuous",
+                              "config": {"output_dim": 8, "scoring": "cosine"}})
+    with pytest.raises(ValueError, match=r"Sampling needs a distribution over the vocabulary, "
+                                         r"and this model's head ContinuousOutputHead "
+                                         r"\(scoring='cosine'\)"):
+        Translator(model, bible_tokenizer, bible_tokenizer, sampling_topk=10)

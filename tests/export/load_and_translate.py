@@ -93,11 +93,12 @@ def main():
         inputs = dict(defaults[call["export"]][call["signature"]], **call["inputs"])
         inputs["sources"] = tf.constant([base64.b64decode(text) for text in inputs["sources"]],
                                         tf.string)
-        for key in ("beam_size", "num_hypotheses", "replace_unk"):
+        dtypes = {"length_penalty": tf.float32, "sampling_topp": tf.float32,
+                  "sampling_temperature": tf.float32, "seed": tf.int64}
+        for key in ("beam_size", "num_hypotheses", "replace_unk", "length_penalty",
+                    "sampling_topk", "sampling_topp", "sampling_temperature", "seed"):
             if key in inputs:
-                inputs[key] = tf.constant(inputs[key], tf.int32)
-        if "length_penalty" in inputs:
-            inputs["length_penalty"] = tf.constant(inputs["length_penalty"], tf.float32)
+                inputs[key] = tf.constant(inputs[key], dtypes.get(key, tf.int32))
         function = loaded[call["export"]].signatures[call["signature"]]
         try:
             outputs = function(**inputs)

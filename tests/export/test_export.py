@@ -20,6 +20,22 @@ INVALID_UTF8 = b"Dios \xff\xfe es amor \xc3"
 # Sources with no subword piece: empty, blank, zero-width, control characters,
 # invalid bytes only.
 NO_PIECE = ["", "   ", "\u200b", "\x01\x02\x1f", b"\xff", b"\x80\xbf", "\ufeff\t\n"]
+SAMPLE_SEED = 5
+SAMPLINGS = {  # per-request sampling options (the export's default width is 1)
+    "sample": {"sampling_topk": 0, "seed": SAMPLE_SEED},
+    "sample topp": {"sampling_topp": 0.9, "sampling_temperature": 1.5, "seed": 11},
+    "sample topk": {"sampling_topk": 3, "seed": 2**40 + 3, "beam_size": 1},
+}
+BAD_SAMPLINGS = {  # options a sampling request cannot use → the message's start
+    "topk -2": ({"sampling_topk": -2}, "`sampling_topk` must be >= 0"),
+    "topp 0": ({"sampling_topp": 0.0}, "`sampling_topp` must be in (0, 1]"),
+    "topp 1.5": ({"sampling_topp": 1.5}, "`sampling_topp` must be in (0, 1]"),
+    "temperature 0": ({"sampling_temperature": 0.0}, "`sampling_temperature` must be finite"),
+    "temperature nan": ({"sampling_temperature": float("nan")},
+                        "`sampling_temperature` must be finite"),
+    "sample with a beam": ({"sampling_topk": 5, "beam_size": BEAM},
+                           "Sampling draws one piece at a time"),
+}
 # Sources of the longest length a source keeps, one more than the piece limit admits.
 OVER_PIECES = MAX_REQUEST_PIECES // (MAX_SOURCE_LENGTH - 1) + 1
 
@@ -69,6 +85,15 @@ def served(exports, spanish_test_verses, long_text):
     calls["bad option length"] = server.call("tied", spanish_test_verses[:3], beam_size=[BEAM, BEAM])
     calls["unk"] = server.call("unk", spanish_test_verses[:4])
     calls["unk off"] = server.call("unk", spanish_test_verses[:4], replace_unk=0)
+    for name in HEADS:
+        for key, options in SAMPLINGS.items():
+            calls[name, key] = server.call(name, spanish_test_verses, **options)
+    # Rows 1, 3, 5, 7 sample (a temperature given), the others take the arg-max.
+    calls["sample some rows"] = server.call(
+        "tied", spanish_test_verses, sampling_temperature=[-1.0, 1.0] * 4, seed=SAMPLE_SEED)
+    calls["sample unset seed"] = server.call("tied", spanish_test_verses[:2], sampling_topk=0)
+    for key, (options, _) in BAD_SAMPLINGS.items():
+        calls[key] = server.call("tied", spanish_test_verses[:3], **options)
     response = server.run()
     return {key: response["calls"][index] for key, index in calls.items()}, response
 
@@ -130,6 +155,50 @@ def test_length_penalty_equals_the_translator(served, tiny_models, tokenizer, sp
     expected = Translator(tiny_models["tied"], tokenizer, tokenizer, beam_size=BEAM,
                           length_penalty=0.6).translate(spanish_test_verses)
     assert translations(results["penalty"]) == expected
+
+
+def _translator_options(options):
+    return {key: value for key, value in options.items() if key != "beam_size"}
+
+
+@pytest.mark.parametrize("key", list(SAMPLINGS))
+@pytest.mark.parametrize("name", list(HEADS))
+def test_a_seeded_sample_equals_the_translator_s(served, tiny_models, tokenizer,
+                                                  spanish_test_verses, name, key):
+    """The same samples and scores from the SavedModel as from `Translator` (batched
+    by length, not in request order) for the same seed: tied, joint, and vMF (its
+    posterior over the vocabulary)."""
+    results, _ = served
+    translator = Translator(tiny_models[name], tokenizer, tokenizer,
+                            **_translator_options(SAMPLINGS[key]), batch_size=3)
+    expected = translator.translate(spanish_test_verses, with_scores=True)
+    assert translations(results[name, key]) == [text for text, _ in expected]
+    np.testing.assert_allclose(np.array(results[name, key]["scores"])[:, 0],
+                               [score for _, score in expected], rtol=1e-4, atol=1e-4)
+    assert results[name, key]["beam_size"] == [1] * len(spanish_test_verses)
+    greedy = translations(results[name, "greedy"])
+    assert translations(results[name, key]) != greedy  # it did sample
+    # A sample's score is the model's log-probability: at most the greedy path's
+    # (per step the arg-max is the best).
+    assert all(score <= 0 for score in np.array(results[name, key]["scores"])[:, 0])
+
+
+def test_rows_without_sampling_options_take_the_arg_max(served, tiny_models, tokenizer,
+                                                         spanish_test_verses):
+    results, _ = served
+    sampled = Translator(tiny_models["tied"], tokenizer, tokenizer, sampling_temperature=1.0,
+                         seed=SAMPLE_SEED).translate(spanish_test_verses)
+    greedy = translations(results["tied", "greedy"])
+    expected = [g if i % 2 == 0 else s for i, (g, s) in enumerate(zip(greedy, sampled))]
+    assert translations(results["sample some rows"]) == expected
+    assert len(translations(results["sample unset seed"])) == 2  # a seed drawn per request
+
+
+@pytest.mark.parametrize("key", list(BAD_SAMPLINGS))
+def test_bad_sampling_options_are_refused_by_name(served, key):
+    results, _ = served
+    assert results[key]["error"] == "InvalidArgumentError"
+    assert BAD_SAMPLINGS[key][1] in results[key]["message"], results[key]["message"]
 
 
 def test_negative_options_mean_the_export_defaults(served):
@@ -306,5 +375,7 @@ def test_translate_options_have_recorded_defaults(served):
     _, response = served
     defaults = response["graph"]["tied"]["defaults"]
     assert defaults["translate"] == {"beam_size": [-1], "length_penalty": [-1.0],
-                                     "num_hypotheses": [-1], "replace_unk": [-1]}
+                                     "num_hypotheses": [-1], "replace_unk": [-1],
+                                     "sampling_topk": [-1], "sampling_topp": [-1.0],
+                                     "sampling_temperature": [-1.0], "seed": [-1]}
     assert defaults["serving_default"] == {}

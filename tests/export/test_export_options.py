@@ -3,6 +3,8 @@
 import pytest
 import tensorflow as tf
 
+from tests.export.options import signature_options
+
 from tf_outheads.export import TranslatorModule, export_translator
 
 
@@ -43,8 +45,8 @@ def test_export_refuses_default_options_out_of_range(tiny_models, tokenizer, tmp
 
 
 def call(module, sources, replace_unk):
-    return module.translate(tf.constant(sources, tf.string), tf.constant([-1]),
-                            tf.constant([-1.0]), tf.constant([-1]), tf.constant(replace_unk))
+    return module.translate(tf.constant(sources, tf.string),
+                            **signature_options(replace_unk=replace_unk))
 
 
 def test_replace_unk_is_refused_where_the_model_cannot_align(tiny_models, tokenizer):
@@ -59,3 +61,20 @@ def test_replace_unk_is_refused_where_the_model_cannot_align(tiny_models, tokeni
     outputs = call(module, ["Y dijo Dios", ""], [0])
     assert outputs["translations"].shape == (2, 1)
     assert outputs["empty_source"].numpy().tolist() == [False, True]
+
+
+def test_sampling_is_refused_where_the_head_has_no_distribution(bible_tokenizer, tokenizer):
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
+
+    model = LSTMSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
+                        embedding_dim=16, hidden_dim=16, num_layers=1,
+                        head={"class_name": "continuous",
+                              "config": {"output_dim": 8, "scoring": "cosine"}})
+    module = TranslatorModule(model, tokenizer, tokenizer, beam_sizes=(1,))
+    assert module.config()["sampling_available"] is False
+    sources = tf.constant(["Y dijo Dios", "Sea la luz"])
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"Sampling needs a distribution over the vocabulary"):
+        module.translate(sources, **signature_options(sampling_temperature=0.7))
+    outputs = module.translate(sources, **signature_options(seed=3))  # a seed alone is fine
+    assert outputs["translations"].shape == (2, 1)

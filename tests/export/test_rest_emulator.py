@@ -11,7 +11,8 @@ from tests.export.conftest import start_rest_emulator
 from tf_outheads.export import MAX_REQUEST_PIECES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
 
 PATH = "/v1/models/translator:predict"
-OPTIONS = {"beam_size": -1, "length_penalty": -1.0, "num_hypotheses": -1, "replace_unk": -1}
+OPTIONS = {"beam_size": -1, "length_penalty": -1.0, "num_hypotheses": -1, "replace_unk": -1,
+           "sampling_topk": -1, "sampling_topp": -1.0, "sampling_temperature": -1.0, "seed": -1}
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,9 @@ BAD_BODIES = {
     "Infinity length_penalty": ({"signature_name": "translate",
                                  "inputs": {"sources": ["a", "b"], "beam_size": [4],
                                             "length_penalty": [float("inf")],
-                                            "num_hypotheses": [-1], "replace_unk": [-1]}},
+                                            "num_hypotheses": [-1], "replace_unk": [-1],
+                                            "sampling_topk": [-1], "sampling_topp": [-1],
+                                            "sampling_temperature": [-1], "seed": [-1]}},
                                 "Received: length_penalty="),
     "bad b64": ({"instances": [{"b64": "%%%"}]}, ""),
     "number signature_name": ({"signature_name": 7, "instances": ["a"]}, "signature_name"),

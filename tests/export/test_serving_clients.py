@@ -27,7 +27,13 @@ def test_request_bodies_follow_the_signatures():
     body = rest_client.build_request(["a", "b"], beam_size=4, replace_unk=True)
     assert body["signature_name"] == "translate"
     assert body["instances"][1] == {"sources": "b", "beam_size": 4, "length_penalty": -1.0,
-                                    "num_hypotheses": -1, "replace_unk": 1}
+                                    "num_hypotheses": -1, "replace_unk": 1,
+                                    "sampling_topk": -1, "sampling_topp": -1.0,
+                                    "sampling_temperature": -1.0, "seed": -1}
+    body = rest_client.build_request(["a"], sampling_topp=0.9, seed=3)
+    assert body["instances"][0]["sampling_topp"] == 0.9 and body["instances"][0]["seed"] == 3
+    with pytest.raises(TypeError, match="sampling_top_k"):
+        rest_client.build_request(["a"], sampling_top_k=3)
 
 
 def test_many_sources_go_in_requests_within_the_export_limit(monkeypatch):

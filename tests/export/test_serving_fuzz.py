@@ -21,6 +21,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for the load)
 
 from tests.export.conftest import BEAM
+from tests.export.options import DTYPES, signature_options
 from tf_outheads import data
 from tf_outheads.decoding.options import MAX_LENGTH_PENALTY
 from tf_outheads.export import MAX_INPUT_BYTES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
@@ -136,7 +137,7 @@ def random_options(rng, batch_size):
         count = rng.choice([1, batch_size])
         dtype = tf.float32 if name == "length_penalty" else tf.int32
         options[name] = tf.constant([rng.choice(values) for _ in range(count)], dtype)
-    return options
+    return signature_options(**options)
 
 
 def expected_widths(options, batch_size):
@@ -220,10 +221,8 @@ def test_generated_inputs_each_give_one_well_formed_row(loaded, tokenizer, verse
         for width in WIDTHS:
             size = rng.randint(1, 16)
             sources = [getattr(inputs, kind)() for _ in range(size)]
-            batches.append((sources, {"beam_size": tf.constant([width]),
-                                      "length_penalty": tf.constant([-1.0]),
-                                      "num_hypotheses": tf.constant([rng.choice([1, width])]),
-                                      "replace_unk": tf.constant([-1])}))
+            batches.append((sources, signature_options(
+                beam_size=width, num_hypotheses=rng.choice([1, width]))))
         batches.append(([getattr(inputs, kind)() for _ in range(8)], None))
     # 512 of them, in two requests at the export's source limit.
     batches += [([b""] * MAX_REQUEST_SOURCES, None)] * 2
@@ -266,22 +265,16 @@ def test_non_finite_or_out_of_range_length_penalty_is_refused(loaded, verses, si
             values = [0.6] * signature_batch
             values[rng.randrange(signature_batch)] = bad
         with pytest.raises(tf.errors.InvalidArgumentError) as info:
-            translate(sources=sources, beam_size=tf.constant([BEAM]),
-                      length_penalty=tf.constant(values, tf.float32),
-                      num_hypotheses=tf.constant([-1]), replace_unk=tf.constant([-1]))
+            translate(sources=sources, **signature_options(beam_size=BEAM,
+                                                           length_penalty=values))
         message = info.value.message
         assert "`length_penalty` must be finite and in [0, 10]" in message, message
         assert "Received: length_penalty=" in message
 
 
-@pytest.mark.parametrize("option", ["beam_size", "length_penalty", "num_hypotheses",
-                                    "replace_unk"])
+@pytest.mark.parametrize("option", sorted(DTYPES))
 def test_an_option_of_a_wrong_length_is_refused_by_name(loaded, option):
-    values = {"beam_size": [-1], "length_penalty": [-1.0], "num_hypotheses": [-1],
-              "replace_unk": [-1]}
-    values[option] = values[option] * 2
-    options = {name: tf.constant(value, tf.float32 if name == "length_penalty" else tf.int32)
-               for name, value in values.items()}
+    options = signature_options(**{option: [-1, -1]})
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         loaded.signatures["translate"](sources=tf.constant(["a", "b", "c"]), **options)
     assert f"`{option}` must hold one value, or one per source" in info.value.message

@@ -508,6 +508,41 @@ def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run
                   "--n-best", "2"])
 
 
+def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, capsys):
+    from tf_outheads.decoding import Translator
+    from tf_outheads_zoo.train import load_run
+
+    sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra.",
+               "Jehová es mi pastor."]
+    source = tmp_path / "src.txt"
+    source.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    expected = Translator(model, source_tokenizer, target_tokenizer,
+                          **dict(preset["decode"], beam_size=1, sampling_topk=20,
+                                 sampling_temperature=1.5, seed=9)).translate(
+        sources, with_scores=True)
+    output = tmp_path / "samples.txt"
+    command = ["translate", "--run-dir", trained_run, "--input", str(source), "--output",
+               str(output), "--sampling-topk", "20", "--sampling-temperature", "1.5",
+               "--seed", "9", "--with-scores"]
+    cli.main(command)
+    lines = [line.split(" ||| ") for line in output.read_text(encoding="utf-8").splitlines()]
+    assert [text for _, text, _ in lines] == [text for text, _ in expected]
+    assert [float(score) for *_, score in lines] == pytest.approx(
+        [score for _, score in expected], abs=1e-5)
+    cli.main(command)  # the same seed, the same samples
+    assert [line.split(" ||| ") for line in
+            output.read_text(encoding="utf-8").splitlines()] == lines
+    for bad, message in ((["--sampling-topp", "0"], r"`sampling_topp` must be a number in "
+                                                    r"\(0, 1\]\. Received: sampling_topp=0\.0"),
+                         (["--sampling-topk", "-3"], r"`sampling_topk` must be an int >= 0"),
+                         (["--sampling-topk", "5", "--beam-size", "4"],
+                          r"--beam-size 4 with sampling")):
+        with pytest.raises(SystemExit):
+            cli.main(["translate", "--run-dir", trained_run, "--input", str(source), *bad])
+        assert re.search(message, capsys.readouterr().err)
+
+
 def test_score_command_writes_the_scorer_s_numbers(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Scorer
     from tf_outheads_zoo.train import load_run

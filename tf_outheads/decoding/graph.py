@@ -32,10 +32,13 @@ from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 from tf_outheads.decoding.options import (MAX_LENGTH_PENALTY, check_length_limits,
-                                          check_length_penalty)
+                                          check_length_penalty, check_sampling)
+from tf_outheads.decoding.sampling import Sampling, row_seeds
 from tf_outheads.decoding.unk import replace_unknown_words
 
-OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk")
+OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
+                "sampling_topk", "sampling_topp", "sampling_temperature", "seed")
+SAMPLING_NAMES = ("sampling_topk", "sampling_topp", "sampling_temperature")
 _CPU = "/cpu:0"
 
 
@@ -77,19 +80,30 @@ class TranslationGraph:
             sources hold more subword pieces in all (each counted after its
             cut to `max_source_length - 1`), before decoding it; `None`: no
             limit. Defaults to `None`.
+        sampling_topk, sampling_topp, sampling_temperature: the default
+            sampling (`tf_outheads.decoding.options.check_sampling`); all
+            `None` (the default): the arg-max.
 
     Raises:
         ValueError: `length_penalty`, `max_length_ratio`,
             `max_length_offset` or `max_source_length` out of range (named,
             with the value received), or `replace_unk=True` with a model that
-            cannot align.
+            cannot align; sampling options out of range, with a beam, or with a
+            head whose scores are not log-probabilities.
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, beam_size=1,
                  length_penalty=0.0, num_hypotheses=1, replace_unk=False, beam_sizes=(),
                  max_source_length=256, max_length_ratio=1.5, max_length_offset=10,
-                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None):
+                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None,
+                 sampling_topk=None, sampling_topp=None, sampling_temperature=None):
         self.length_penalty = check_length_penalty(length_penalty)
+        self.sampling = check_sampling(sampling_topk, sampling_topp, sampling_temperature,
+                                       beam_size)
+        # Sampling needs a distribution over the vocabulary.
+        self.can_sample = bool(getattr(model.head, "scores_are_log_probabilities", True))
+        if self.sampling is not None and not self.can_sample:
+            raise ValueError(sampling_refusal(model.head))
         self.max_length_ratio, self.max_length_offset, self.max_source_length = (
             check_length_limits(max_length_ratio, max_length_offset, max_source_length))
         self.can_replace_unk = callable(getattr(model, "source_alignments", None))
@@ -124,6 +138,9 @@ class TranslationGraph:
                 or one per source, a negative value meaning the default (see
                 `tf_outheads.export.TranslatorModule`).
 
+        A row that samples has the seed `row_seeds(seed, i)`, i its position in
+        the request (a negative `seed`: one drawn at random for the request).
+
         Returns:
             dict: `translations` `(B, n)` string, `scores` `(B, n)` float32,
             `beam_size` `(B,)` int32, `truncated` `(B,)` bool, `empty_source`
@@ -139,15 +156,21 @@ class TranslationGraph:
             with tf.control_dependencies(checks):
                 sources = tf.identity(sources)
         batch_size = tf.shape(sources)[0]
+        seeds = None
         if options is not None:
             options = self.resolve_options(options, batch_size)
+            checks = self.check_sampling_widths(options)
+            if checks:
+                with tf.control_dependencies(checks):
+                    sources = tf.identity(sources)
+            seeds = row_seeds(options["seed"], tf.range(batch_size))
         source_ids, num_pieces, truncated = self.encode(sources)
         checks = self.check_request_pieces(num_pieces)
         if checks:
             # Too many pieces fail the request before the search allocates anything.
             with tf.control_dependencies(checks):
                 source_ids = tf.identity(source_ids)
-        translations, scores = self.decode(source_ids, num_pieces, cache, options)
+        translations, scores = self.decode(source_ids, num_pieces, cache, options, seeds)
         return {
             "translations": translations,  # (B, n)
             "scores": scores,  # (B, n)
@@ -219,18 +242,59 @@ class TranslationGraph:
                 ["`replace_unk` is not available in this export (its model has no "
                  "source_alignments): send 0 or -1. Received: replace_unk=", replace_unk],
                 summarize=16, name="check_replace_unk"))
+        topk, topp = options["sampling_topk"], options["sampling_topp"]
+        temperature = options["sampling_temperature"]
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(topk >= -1),
+            ["`sampling_topk` must be >= 0 (0: the whole vocabulary), or -1 (not set). "
+             "Received: sampling_topk=", topk], summarize=16, name="check_sampling_topk"))
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.logical_or(tf.equal(topp, -1.0),
+                                        tf.logical_and(topp > 0.0, topp <= 1.0))),
+            ["`sampling_topp` must be in (0, 1], or -1 (not set). Received: sampling_topp=",
+             topp], summarize=16, name="check_sampling_topp"))
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.logical_or(tf.equal(temperature, -1.0), tf.logical_and(
+                tf.math.is_finite(temperature), temperature > 0.0))),
+            ["`sampling_temperature` must be finite and > 0, or -1 (not set). "
+             "Received: sampling_temperature=", temperature], summarize=16,
+            name="check_sampling_temperature"))
+        if not self.can_sample:
+            asked = tf.reduce_any([tf.reduce_any(options[name] != -1)
+                                   for name in SAMPLING_NAMES])
+            checks.append(tf.debugging.Assert(
+                tf.logical_not(asked), [sampling_refusal(self.model.head) + " Send -1."],
+                name="check_sampling_available"))
         return checks
+
+    def check_sampling_widths(self, options):
+        """An assert refusing a row that samples with a beam it asked for (resolved
+        options: a row that samples and left `beam_size` unset decodes with width 1)."""
+        wide = tf.logical_and(options["sampling"], options["beam_size"] > 1)
+        return [tf.debugging.Assert(tf.logical_not(tf.reduce_any(wide)), [
+            "Sampling draws one piece at a time: send beam_size 1 (or -1) with sampling "
+            "options. Received: beam_size=", options["beam_size"]], summarize=16,
+            name="check_sampling_beam_size")]
 
     def resolve_options(self, options, batch_size):
         """One value per row: a single value broadcast, negative (or, for sizes, 0) → the
         default; each width the largest of `beam_sizes` not above the request, each
-        n-best size clipped to `[1, width]`, `replace_unk` > 0 → on."""
+        n-best size clipped to `[1, width]`, `replace_unk` > 0 → on; `sampling`: the rows
+        that sample (a sampling option set, or the default samples), with width 1 when
+        their `beam_size` was left unset; a negative `seed` → one drawn at random."""
 
         def per_row(name, default, is_default):
             value = tf.broadcast_to(options[name], [batch_size])
             return tf.where(is_default(value), tf.cast(default, value.dtype), value)
 
+        default = self.sampling or {"topk": 0, "topp": 1.0, "temperature": 1.0}
+        given = [tf.broadcast_to(options[name] != -1, [batch_size]) for name in SAMPLING_NAMES]
+        sampling = tf.logical_or(tf.reduce_any(tf.stack(given), axis=0),
+                                 self.sampling is not None)
         beam_size = per_row("beam_size", self.beam_size, lambda v: v < 1)
+        # A row that samples and left its width unset decodes with width 1.
+        unset = tf.broadcast_to(options["beam_size"] < 1, [batch_size])
+        beam_size = tf.where(tf.logical_and(sampling, unset), 1, beam_size)
         widths = tf.constant(self.beam_sizes, tf.int32)
         position = tf.reduce_sum(
             tf.cast(widths[tf.newaxis, :] <= beam_size[:, tf.newaxis], tf.int32), axis=1) - 1
@@ -241,6 +305,14 @@ class TranslationGraph:
             "length_penalty": per_row("length_penalty", self.length_penalty, lambda v: v < 0),
             "num_hypotheses": tf.clip_by_value(num_hypotheses, 1, beam_size),
             "replace_unk": per_row("replace_unk", int(self.replace_unk), lambda v: v < 0) > 0,
+            "sampling": sampling,
+            "sampling_topk": per_row("sampling_topk", default["topk"], lambda v: v < 0),
+            "sampling_topp": per_row("sampling_topp", default["topp"], lambda v: v < 0),
+            "sampling_temperature": per_row("sampling_temperature", default["temperature"],
+                                            lambda v: v < 0),
+            # A negative seed: one drawn for the request (every row gets its own from it).
+            "seed": per_row("seed", tf.random.uniform([], 0, tf.int64.max, tf.int64),
+                            lambda v: v < 0),
         }
 
     # -- the steps ------------------------------------------------------------
@@ -255,12 +327,14 @@ class TranslationGraph:
             num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
         return source_ids, num_pieces, truncated
 
-    def decode(self, source_ids, num_pieces, cache, options=None):
+    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None):
         """Source ids `(B, S)` → translations `(B, n)` string and scores `(B, n)`.
 
         Args:
             source_ids, num_pieces: as `encode` returns them (rows of it).
             cache: dict of tensors, the head's `inference_cache()`.
+            seeds: uint32 `(B,)`, each row's sampling seed (`row_seeds`); needed
+                when a row samples.
             options: `None`: every row with the defaults, and only their search
                 in the graph. Or per-row options as `resolve_options` returns
                 them: rows grouped by width, one search per width of
@@ -268,9 +342,15 @@ class TranslationGraph:
                 score `-inf`).
         """
         if options is None:
+            sampling = None
+            if self.sampling is not None:
+                if seeds is None:
+                    raise ValueError("This graph samples by default: `decode` needs the "
+                                     "rows' `seeds`. Received: seeds=None")
+                sampling = Sampling(seeds=seeds, **self.sampling)
             return self._translate_rows(
                 self.beam_size, source_ids, num_pieces, cache, self.length_penalty,
-                self.num_hypotheses, self.replace_unk, self.num_hypotheses)
+                self.num_hypotheses, self.replace_unk, self.num_hypotheses, sampling)
         n_best = options["num_hypotheses"]
         n_out = tf.reduce_max(tf.concat([n_best, [1]], axis=0))
         indices, texts, scores = [], [], []
@@ -278,10 +358,18 @@ class TranslationGraph:
             rows = tf.cast(tf.where(tf.equal(options["beam_size"], width))[:, 0], tf.int32)
 
             def group(width=width, rows=rows):
+                sampling = None
+                if width == 1:
+                    sampling = Sampling(
+                        seeds=tf.gather(seeds, rows),
+                        topk=tf.gather(options["sampling_topk"], rows),
+                        topp=tf.gather(options["sampling_topp"], rows),
+                        temperature=tf.gather(options["sampling_temperature"], rows),
+                        enabled=tf.gather(options["sampling"], rows))
                 return self._translate_rows(
                     width, tf.gather(source_ids, rows), tf.gather(num_pieces, rows), cache,
                     tf.gather(options["length_penalty"], rows), tf.gather(n_best, rows),
-                    tf.gather(options["replace_unk"], rows), n_out)
+                    tf.gather(options["replace_unk"], rows), n_out, sampling)
 
             group_texts, group_scores = tf.cond(
                 tf.size(rows) > 0, group,
@@ -292,7 +380,7 @@ class TranslationGraph:
         return tf.dynamic_stitch(indices, texts), tf.dynamic_stitch(indices, scores)
 
     def _translate_rows(self, width, source_ids, num_pieces, cache, length_penalty,
-                        num_hypotheses, replace, n_out):
+                        num_hypotheses, replace, n_out, sampling=None):
         """Rows decoded with one width → texts and scores `(b, n_out)`.
 
         The options are Python values (the same for every row: the search is
@@ -301,7 +389,7 @@ class TranslationGraph:
         # Drop padding columns no row needs.
         source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
         ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
-                                  num_hypotheses)
+                                  num_hypotheses, sampling)
         texts = self.texts(ids, source_ids, replace)
         # Columns: the row's own n-best size, padded to the widest asked for.
         texts, scores = texts[:, :n_out], scores[:, :n_out]
@@ -315,7 +403,7 @@ class TranslationGraph:
         return tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf"))
 
     def search(self, width, source_ids, num_pieces, cache, length_penalty=0.0,
-               num_hypotheses=1):
+               num_hypotheses=1, sampling=None):
         """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`.
 
         Greedy (the sum of log-scores) for width 1, else the beam search (the
@@ -324,6 +412,9 @@ class TranslationGraph:
         score 0). `length_penalty` and `num_hypotheses`: one Python value, or
         `(b,)` tensors; n = 1 searches for the best hypothesis only, a larger
         n for the pool's whole top `width` (the stopping rule waits for it).
+        `sampling` (width 1): a `Sampling` of these rows, or `None`; when its
+        `enabled` is a tensor, rows none of which samples run the plain greedy
+        search.
         """
         model = self.model
         max_length = max_length_from_source(num_pieces + 1, ratio=self.max_length_ratio,
@@ -337,8 +428,15 @@ class TranslationGraph:
         batch_size = tf.shape(source_ids)[0]
         if width == 1:
             # Finished sentences leave the computed batch (not under XLA).
-            result = greedy_search(step_fn, state, batch_size, max_length, compact=None)
-            return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
+            def greedy(sampling):
+                result = greedy_search(step_fn, state, batch_size, max_length, compact=None,
+                                       sampling=sampling)
+                return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
+
+            if sampling is None or sampling.enabled is None:
+                return greedy(sampling)
+            return tf.cond(tf.reduce_any(sampling.enabled), lambda: greedy(sampling),
+                           lambda: greedy(None))
         if isinstance(length_penalty, tf.Tensor):
             # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate
             # scores and (b, max_steps) stopping bound.
@@ -380,6 +478,16 @@ class TranslationGraph:
         return tf.reshape(plain, shape[:2])
 
 
+def sampling_refusal(head):
+    """Why a head cannot sample: its decoding scores are not log-probabilities."""
+    scoring = getattr(head, "scoring", None)
+    how = f" (scoring={scoring!r})" if scoring else ""
+    return (f"Sampling needs a distribution over the vocabulary, and this model's head "
+            f"{type(head).__name__}{how} scores pieces with something else: the "
+            "`sampling_*` options are not available with it (a continuous head samples "
+            "from its posterior: scoring='posterior').")
+
+
 def tokenize_text(tokenizer, texts, limit, max_input_bytes=None):
     """Raw strings `(B,)` → their first `limit` pieces, ragged int32 `(B, None)`, and
     whether pieces were dropped `(B,)`; on the CPU (SentencePiece's only kernels). Inputs
@@ -397,4 +505,5 @@ def tokenize_text(tokenizer, texts, limit, max_input_bytes=None):
         return tf.cast(pieces[:, :limit], tf.int32), truncated
 
 
-__all__ = ["OPTION_NAMES", "TranslationGraph", "tokenize_text"]
+__all__ = ["OPTION_NAMES", "SAMPLING_NAMES", "TranslationGraph", "sampling_refusal",
+           "tokenize_text"]

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from tf_outheads.decoding.sampling import sample_words
 
 
 class GreedyResult(NamedTuple):
@@ -119,6 +120,7 @@ def greedy_search(
     eos_id=EOS_ID,
     min_length=0,
     compact=False,
+    sampling=None,
 ):
     """Decode by taking the highest-scoring word at every step.
 
@@ -167,6 +169,14 @@ def greedy_search(
             except inside an XLA-compiled function. Defaults to `False`;
             `tf_outheads.decoding.TranslationGraph` (the Translator, the CLI
             and the exported SavedModel) passes `None`.
+        sampling: `None` (the arg-max) or a
+            `tf_outheads.decoding.sampling.Sampling`: each row draws its pieces
+            from the step's log-scores (temperature, top-k, nucleus) with the
+            noise of its own seed, so a row's sample does not depend on its
+            batch. `scores` stay the model's: the sum of the unscaled
+            log-scores of the drawn pieces. Needs log-probabilities
+            (categorical heads, a continuous head with `scoring="posterior"`).
+            Defaults to `None`.
 
     Returns:
         `GreedyResult(ids, lengths, scores)`.
@@ -206,7 +216,7 @@ def greedy_search(
 
         compact = not in_xla_context()
     ids, lengths, scores = _search(step_fn, initial_state, batch_size, limits, max_steps,
-                                   bos_id, eos_id, min_length, bool(compact))
+                                   bos_id, eos_id, min_length, bool(compact), sampling)
     return GreedyResult(ids=ids, lengths=lengths, scores=scores)
 
 
@@ -243,7 +253,7 @@ def _block_eos(log_scores, step, min_length, eos_id):
 
 
 def _search(step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_id, min_length,
-            compact):
+            compact, sampling=None):
     """The loop of `greedy_search`: `(ids, lengths, scores)` of the whole batch.
 
     The loop keeps the rows still decoded (`rows`: their index in the batch) and
@@ -269,8 +279,13 @@ def _search(step_fn, initial_state, batch_size, limits, max_steps, bos_id, eos_i
                     scores, emitted):
         log_scores, state = step_fn(ids_t, state)
         log_scores = _block_eos(tf.cast(log_scores, tf.float32), step, min_length, eos_id)
-        word = tf.argmax(log_scores, axis=-1, output_type=tf.int32)
-        word_score = tf.reduce_max(log_scores, axis=-1)
+        if sampling is None:
+            word = tf.argmax(log_scores, axis=-1, output_type=tf.int32)
+            word_score = tf.reduce_max(log_scores, axis=-1)
+        else:
+            # `rows` maps the computed rows to the batch's (compaction drops rows).
+            word = sample_words(log_scores, step, sampling.gather(rows))
+            word_score = tf.gather(log_scores, word, batch_dims=1)
         active = tf.logical_not(finished)
         word = tf.where(active, word, PAD_ID)
         where = rows[:, tf.newaxis]

@@ -89,3 +89,57 @@ def check_num_hypotheses(num_hypotheses, beam_size):
                          f"of {beam_size} keeps {beam_size} hypotheses. "
                          f"Received: num_hypotheses={num_hypotheses}")
     return value
+
+
+def check_sampling(sampling_topk=None, sampling_topp=None, sampling_temperature=None,
+                   beam_size=1):
+    """The sampling options as `{"topk", "topp", "temperature"}`, or `None` when none is
+    given (the search takes the arg-max).
+
+    Any option given turns sampling on; the others take their neutral values (k = 0:
+    the whole vocabulary; p = 1: no nucleus cut; T = 1: the model's distribution).
+
+    Args:
+        sampling_topk: int >= 0 or `None`. Draw from the k most probable pieces (0:
+            from all).
+        sampling_topp: float in (0, 1] or `None`. Draw from the smallest set of pieces
+            holding probability p (the nucleus).
+        sampling_temperature: float, finite and > 0, or `None`. Divides the
+            log-probabilities before the cuts (< 1 sharpens, > 1 flattens).
+        beam_size: int, the search's width: sampling draws one piece at a time, so it
+            needs 1.
+
+    Raises:
+        ValueError: naming the option out of range and its value, or `beam_size`.
+    """
+    if sampling_topk is None and sampling_topp is None and sampling_temperature is None:
+        return None
+    topk = 0 if sampling_topk is None else int_at_least(
+        "sampling_topk", sampling_topk, 0, "an int >= 0 (0: the whole vocabulary)")
+    topp = 1.0 if sampling_topp is None else _real("sampling_topp", sampling_topp)
+    if not (math.isfinite(topp) and 0.0 < topp <= 1.0):
+        raise ValueError("`sampling_topp` must be a number in (0, 1]. "
+                         f"Received: sampling_topp={sampling_topp!r}")
+    temperature = (1.0 if sampling_temperature is None
+                   else _real("sampling_temperature", sampling_temperature))
+    if not (math.isfinite(temperature) and temperature > 0.0):
+        raise ValueError("`sampling_temperature` must be a finite number > 0. "
+                         f"Received: sampling_temperature={sampling_temperature!r}")
+    if beam_size != 1:
+        raise ValueError("Sampling draws one piece at a time: it needs `beam_size=1`. "
+                         f"Received: beam_size={beam_size} with sampling options")
+    return {"topk": topk, "topp": topp, "temperature": temperature}
+
+
+def check_seed(seed):
+    """`int(seed)` if it is an int in `[0, 2**63)`, or `None` (a fresh seed per call).
+
+    Raises:
+        ValueError: naming `seed` and the value received.
+    """
+    if seed is None:
+        return None
+    value = int_at_least("seed", seed, 0)
+    if value >= 1 << 63:
+        raise ValueError(f"`seed` must be below 2**63. Received: seed={seed}")
+    return value

@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.decoding.graph import TranslationGraph
-from tf_outheads.decoding.options import check_num_hypotheses
+from tf_outheads.decoding.options import check_num_hypotheses, check_seed
+from tf_outheads.decoding.sampling import row_seeds
 from tf_outheads.validation import int_at_least
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,22 @@ class Translator:
             teacher-forced pass over the chosen outputs. Defaults to `False`.
         num_hypotheses: int in `[1, beam_size]`, the default n-best size of
             `translate`. Defaults to 1.
+        sampling_topk: int >= 0 or `None`. Sample each piece from the k most
+            probable (0: from the whole vocabulary) instead of taking the best.
+            Defaults to `None`.
+        sampling_topp: float in (0, 1] or `None`. Sample from the nucleus: the
+            smallest set of pieces holding probability p. Defaults to `None`.
+        sampling_temperature: float > 0 or `None`. Sample from the
+            distribution with its log-probabilities divided by T. Defaults to
+            `None`. Any sampling option turns sampling on (the others neutral:
+            k = 0, p = 1, T = 1); it needs `beam_size=1` and a head whose scores
+            are log-probabilities (every categorical head; a continuous head
+            with `scoring="posterior"`). See `tf_outheads.decoding.sampling`.
+        seed: int in `[0, 2**63)` or `None`. Sampling seed of every call (the
+            source at position i of a call draws with `row_seeds(seed, i)`, so
+            a sample depends neither on the batch nor on the host: the CLI and
+            the SavedModel draw the same). `None`: a fresh seed per call, kept
+            in `last_seed`. Defaults to `None`.
 
     Attributes:
         graph: `tf_outheads.decoding.graph.TranslationGraph`, the translation
@@ -72,12 +89,16 @@ class Translator:
             call's input, of the sources that were cut to
             `max_source_length - 1` pieces (empty before any call).
         truncated_count: int. `len(truncated_indices)`.
+        last_seed: int or `None`. The sampling seed of the last `translate`
+            call (`None` when it did not sample).
 
     Raises:
         ValueError: an option out of range (`batch_size`, `beam_size`,
             `length_penalty`, `max_length_ratio`, `max_length_offset`,
-            `max_source_length`), named with the value received; or
-            `replace_unk=True` with a model that cannot align.
+            `max_source_length`, a sampling option, `seed`), named with the
+            value received; `replace_unk=True` with a model that cannot align;
+            sampling with a beam, or with a head whose scores are not
+            log-probabilities.
 
     Example:
     ```python
@@ -89,7 +110,9 @@ class Translator:
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=64,
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
-                 beam_size=1, length_penalty=0.0, replace_unk=False, num_hypotheses=1):
+                 beam_size=1, length_penalty=0.0, replace_unk=False, num_hypotheses=1,
+                 sampling_topk=None, sampling_topp=None, sampling_temperature=None,
+                 seed=None):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.beam_size = int_at_least("beam_size", beam_size, 1)
         self.num_hypotheses = check_num_hypotheses(num_hypotheses, self.beam_size)
@@ -97,7 +120,10 @@ class Translator:
         self._graph_options = dict(
             beam_size=self.beam_size, length_penalty=length_penalty, replace_unk=replace_unk,
             max_source_length=max_source_length, max_length_ratio=max_length_ratio,
-            max_length_offset=max_length_offset)
+            max_length_offset=max_length_offset, sampling_topk=sampling_topk,
+            sampling_topp=sampling_topp, sampling_temperature=sampling_temperature)
+        self.seed = check_seed(seed)
+        self.last_seed = None
         self.graph = TranslationGraph(model, source_tokenizer, target_tokenizer,
                                       num_hypotheses=self.num_hypotheses,
                                       **self._graph_options)
@@ -107,6 +133,7 @@ class Translator:
         self.max_length_ratio = self.graph.max_length_ratio
         self.max_length_offset = self.graph.max_length_offset
         self.max_source_length = self.graph.max_source_length
+        self.sampling = self.graph.sampling
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -144,7 +171,8 @@ class Translator:
         dimensions)."""
         signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
                      tf.nest.map_structure(
-                         lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), cache)]
+                         lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), cache),
+                     tf.TensorSpec([None], tf.uint32)]
         # No AutoGraph: the search is written with tf.while_loop / tf.cond, and
         # converting it and the model's step costs ~2 s per trace (0.8 s instead of 2.9 s
         # for the first batch of lstm-cpu-tied).
@@ -152,14 +180,18 @@ class Translator:
             self._graphs[num_hypotheses] = TranslationGraph(
                 self.model, self.source_tokenizer, self.target_tokenizer,
                 num_hypotheses=num_hypotheses, **self._graph_options)
-        return tf.function(self._graphs[num_hypotheses].decode, input_signature=signature,
-                           autograph=False)
+        graph = self._graphs[num_hypotheses]
 
-    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses):
+        def decode(source_ids, num_pieces, cache, seeds):
+            return graph.decode(source_ids, num_pieces, cache, seeds=seeds)
+
+        return tf.function(decode, input_signature=signature, autograph=False)
+
+    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses, seeds):
         if num_hypotheses not in self._decoders:
             self._decoders[num_hypotheses] = self._compile(cache, num_hypotheses)
         try:
-            return self._decoders[num_hypotheses](source_ids, num_pieces, cache)
+            return self._decoders[num_hypotheses](source_ids, num_pieces, cache, seeds)
         except tf.errors.NotFoundError:
             # `tf.random.set_seed` frees the SentencePiece resources a traced
             # graph captured (`SubwordTokenizer.ensure_resource`): rebuild them
@@ -167,14 +199,14 @@ class Translator:
             for tokenizer in (self.source_tokenizer, self.target_tokenizer):
                 tokenizer.ensure_resource()
             self._decoders[num_hypotheses] = self._compile(cache, num_hypotheses)
-            return self._decoders[num_hypotheses](source_ids, num_pieces, cache)
+            return self._decoders[num_hypotheses](source_ids, num_pieces, cache, seeds)
 
     @staticmethod
     def _as_bytes(sentences):
         """UTF-8 bytes of each source; a `ValueError` for an item that is not a string."""
         return string_tensor(sentences, "sentences")
 
-    def translate(self, sentences, num_hypotheses=None, with_scores=False):
+    def translate(self, sentences, num_hypotheses=None, with_scores=False, seed=None):
         """Translate raw source strings.
 
         Args:
@@ -184,7 +216,11 @@ class Translator:
             with_scores: bool, also return each hypothesis' score: the search's,
                 as the length penalty defines it (α = 0: the sum of the pieces'
                 and EOS's log-probabilities; α > 0: that sum divided by GNMT's
-                ((5 + |Y|) / 6) ** α). A source with no piece scores 0.
+                ((5 + |Y|) / 6) ** α). A source with no piece scores 0. A sample's
+                score is the model's log-probability of it, whatever the
+                temperature and the cuts.
+            seed: int in `[0, 2**63)`, this call's sampling seed (default: the
+                translator's `seed`, else a fresh one). Ignored without sampling.
 
         Returns:
             In input order, one item per source (`""` for a source with no
@@ -203,10 +239,19 @@ class Translator:
         """
         n_best = (self.num_hypotheses if num_hypotheses is None
                   else check_num_hypotheses(num_hypotheses, self.beam_size))
+        seed = check_seed(seed)
         sentences = list(sentences)
         self.truncated_indices = []
+        self.last_seed = None
+        if self.sampling is not None:
+            seed = seed if seed is not None else self.seed
+            if seed is None:
+                seed = int(np.random.default_rng().integers(1 << 63))
+            self.last_seed = seed
         if not sentences:
             return []
+        # Each source's sampling seed, from its position in this call.
+        seeds = row_seeds(self.last_seed or 0, tf.range(len(sentences))).numpy()
         # All sources at once, eagerly (a freed SentencePiece resource is rebuilt).
         source_ids, num_pieces, truncated = (
             tensor.numpy() for tensor in self.graph.encode(self._as_bytes(sentences)))
@@ -230,7 +275,8 @@ class Translator:
             indices = order[start:start + self.batch_size]
             width = num_pieces[indices].max() + 1
             batch_texts, batch_scores = self._decode_batch(
-                source_ids[indices, :width], num_pieces[indices], cache, n_best)
+                source_ids[indices, :width], num_pieces[indices], cache, n_best,
+                seeds[indices])
             for index, row, row_scores in zip(indices, batch_texts.numpy(),
                                               batch_scores.numpy()):
                 texts[index] = [text.decode("utf-8") for text in row]

@@ -25,7 +25,8 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   shape `(None,)`, so REST `{"instances": ["...", ...]}` and server-side
   batching work as they are.
 - `translate(sources, beam_size, length_penalty, num_hypotheses,
-  replace_unk)`: options per request. Every option is a `(None,)` tensor
+  replace_unk, sampling_topk, sampling_topp, sampling_temperature, seed)`:
+  options per request. Every option is a `(None,)` tensor
   holding one value for the whole request or one value per source (so the
   REST row format `{"instances": [{"sources": ..., "beam_size": ...}]}` and
   server-side batching work), and a negative value (`-1`) means "the
@@ -35,6 +36,15 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   cannot use (a NaN or infinite `length_penalty`, one above 10, `replace_unk`
   on an export that cannot align) fails the request with an
   `InvalidArgumentError` naming the option, before anything is decoded.
+  Sampling (`tf_outheads.decoding.sampling`): a row with any of
+  `sampling_topk` (>= 0; 0: the whole vocabulary), `sampling_topp` (in
+  (0, 1]) or `sampling_temperature` (> 0) set draws its pieces at random,
+  with width 1 (a `beam_size` > 1 sent with them is refused); `seed` >= 0 makes
+  the request reproducible (the source at position i draws with
+  `row_seeds(seed, i)`: the sample `Translator(seed=seed)` draws for it), a
+  negative one draws a seed per request. `-1` leaves each unset; other values
+  out of range are refused as above, and so is sampling with a head whose
+  scores are not log-probabilities (`sampling_available` in the config).
 
 The head's weight-only tensors (`head.inference_cache()`: the joint head's
 E' = g_out(E), the continuous head's normalised table) are computed **once,
@@ -166,8 +176,11 @@ class TranslatorModule(tf.Module):
     names the option and the values received: an option tensor of the wrong
     length (neither 1 nor the batch size), a NaN or infinite
     `length_penalty` or one above 10, and `replace_unk` > 0 when the model
-    cannot align (`replace_unk_available` false in the export's config).
-    A request too large (`max_request_sources`, `max_request_pieces`) is
+    cannot align (`replace_unk_available` false in the export's config);
+    sampling options out of range (`sampling_topk` < -1, `sampling_topp`
+    outside (0, 1], `sampling_temperature` ≤ 0 or not finite, each but -1),
+    sampling with an explicit `beam_size` > 1, or with a head that cannot
+    sample (`sampling_available`). A request too large (`max_request_sources`, `max_request_pieces`) is
     refused the same way, its message starting `Request too large:`.
 
     Raises:
@@ -225,6 +238,7 @@ class TranslatorModule(tf.Module):
         self.max_request_sources = graph.max_request_sources
         self.max_request_pieces = graph.max_request_pieces
         self.can_replace_unk = graph.can_replace_unk
+        self.can_sample = graph.can_sample
         self.max_step_score = graph.max_step_score
         # Tracked: the SentencePiece resources the graph reads.
         self.source_tokenizer = source_copy
@@ -238,11 +252,15 @@ class TranslatorModule(tf.Module):
         sources = tf.TensorSpec([None], tf.string, name=SOURCES)
         default_int = tf.constant([-1], tf.int32)
         default_float = tf.constant([-1.0], tf.float32)
+        default_seed = tf.constant([-1], tf.int64)
 
         def translate(sources, beam_size=default_int, length_penalty=default_float,
-                      num_hypotheses=default_int, replace_unk=default_int):
-            options = dict(zip(OPTION_NAMES,
-                               (beam_size, length_penalty, num_hypotheses, replace_unk)))
+                      num_hypotheses=default_int, replace_unk=default_int,
+                      sampling_topk=default_int, sampling_topp=default_float,
+                      sampling_temperature=default_float, seed=default_seed):
+            options = dict(zip(OPTION_NAMES, (
+                beam_size, length_penalty, num_hypotheses, replace_unk, sampling_topk,
+                sampling_topp, sampling_temperature, seed)))
             # The head's weight-only tensors, read once per call, never per step.
             cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
             return self._graph.translate(sources, cache, options)
@@ -250,7 +268,8 @@ class TranslatorModule(tf.Module):
         def serve(sources):
             # The same concrete function as `translate`: traced and saved once.
             return self.translate(sources, default_int, default_float, default_int,
-                                  default_int)
+                                  default_int, default_int, default_float, default_float,
+                                  default_seed)
 
         # No AutoGraph: the graph's code uses tf.while_loop / tf.cond itself, and
         # converting the searches and the model's step costs seconds per trace.
@@ -260,6 +279,10 @@ class TranslatorModule(tf.Module):
             tf.TensorSpec([None], tf.float32, name="length_penalty"),
             tf.TensorSpec([None], tf.int32, name="num_hypotheses"),
             tf.TensorSpec([None], tf.int32, name="replace_unk"),
+            tf.TensorSpec([None], tf.int32, name="sampling_topk"),
+            tf.TensorSpec([None], tf.float32, name="sampling_topp"),
+            tf.TensorSpec([None], tf.float32, name="sampling_temperature"),
+            tf.TensorSpec([None], tf.int64, name="seed"),
         ])
         self.serve = tf.function(serve, input_signature=[sources], autograph=False)
 
@@ -288,6 +311,7 @@ class TranslatorModule(tf.Module):
                          "replace_unk": self.replace_unk},
             "beam_sizes": list(self.beam_sizes),
             "replace_unk_available": self.can_replace_unk,
+            "sampling_available": self.can_sample,
             "max_source_length": self.max_source_length,
             "max_length_ratio": self.max_length_ratio,
             "max_length_offset": self.max_length_offset,
@@ -308,7 +332,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
     """Write a SavedModel that translates raw strings (see `TranslatorModule`).
 
     Signatures `serving_default(sources)` and `translate(sources, beam_size,
-    length_penalty, num_hypotheses, replace_unk)`; outputs `translations`
+    length_penalty, num_hypotheses, replace_unk, sampling_topk, sampling_topp,
+    sampling_temperature, seed)`; outputs `translations`
     `(batch, n)` string, `scores` `(batch, n)` float32 (greedy: the sum of
     log-scores; beam: the GNMT-normalised score), `beam_size` `(batch,)`
     int32, `truncated` `(batch,)` bool and `empty_source` `(batch,)` bool
