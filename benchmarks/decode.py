@@ -12,6 +12,10 @@ Two measurements in one run, on CPU:
       `tf.saved_model.load`, its `translate` signature called with
       `beam_size=[k]` on the same batches (sorted by length, `--batch-size`
       each): tokenization and detokenization inside the graph.
+    Two more rows, in the same turns: `sampling`, the Translator sampling
+    (nucleus p = 0.9, seed 1; width 1), and `scoring`, forced decoding of the
+    dev references (`tf_outheads.decoding.Scorer`, batches of `--batch-size`
+    pairs; its tokens are the references' pieces).
     One untimed pass per (decoder, width) first (tracing), then `--repeats`
     passes, the decoders taking turns (A B, B A, ...). Reported: sentences/s,
     target tokens/s (subword pieces of the translations, EOS not counted;
@@ -97,7 +101,7 @@ import tensorflow as tf  # noqa: E402
 
 from tf_outheads import data  # noqa: E402
 from tf_outheads.data.special_tokens import PAD_ID  # noqa: E402
-from tf_outheads.decoding import Translator, beam_search, greedy_search  # noqa: E402
+from tf_outheads.decoding import Scorer, Translator, beam_search, greedy_search  # noqa: E402
 from tf_outheads.export import export_translator  # noqa: E402
 from tf_outheads_zoo.components import build_model  # noqa: E402
 from tf_outheads_zoo.presets import get_preset  # noqa: E402
@@ -149,7 +153,8 @@ def length_sorted_batches(sentences, tokenizer, batch_size):
 # --------------------------------------------------------------------------
 # (a) Throughput
 # --------------------------------------------------------------------------
-def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentences, log=print):
+def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentences, references,
+               log=print):
     export_dir = args.export_dir or tempfile.mkdtemp(prefix="decode-bench-")
     decode = preset["decode"]
     options = {key: decode[key] for key in ("max_length_ratio", "max_length_offset",
@@ -174,15 +179,21 @@ def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentence
                 beam_size=tf.constant([k]), length_penalty=tf.constant([-1.0]),
                 num_hypotheses=tf.constant([1]), replace_unk=tf.constant([0]),
                 sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
-                sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64))
+                sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64),
+                target_prefix=tf.constant([""]))
             for index, text in zip(indices, result["translations"].numpy()[:, 0]):
                 outputs[index] = text.decode("utf-8")
         return outputs
 
+    sampler = Translator(model, source_tokenizer, target_tokenizer, batch_size=args.batch_size,
+                         sampling_topp=0.9, seed=1, **options)
+    scorer = Scorer(model, source_tokenizer, target_tokenizer, batch_size=args.batch_size)
     runs = {}
     for k in args.beam_list:
         runs[f"translator/{k}"] = lambda k=k: translators[k].translate(sentences)
         runs[f"savedmodel/{k}"] = lambda k=k: saved_model_translate(k)
+    runs["sampling/1"] = lambda: sampler.translate(sentences)
+    runs["scoring/0"] = lambda: scorer.score(sentences, references)
     texts = {name: run() for name, run in runs.items()}  # untimed: tracing
     log(f"[a] exported in {export_seconds:.1f} s; warm-up done")
 
@@ -212,6 +223,24 @@ def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentence
                 "speed_vs_translator": base / median,
                 "same_strings_as_translator": identical,
             })
+    for name in ("sampling/1", "scoring/0"):
+        decoder, k = name.split("/")
+        outputs = texts[name]
+        tokens = (sum(result["tokens"] - 1 for result in outputs) if decoder == "scoring" else
+                  sum(len(row) for row in
+                      target_tokenizer.tokenize(tf.constant(outputs)).to_list()))
+        seconds = stats(timings[name]["seconds"])
+        median = seconds["median"]
+        rows.append({
+            "decoder": decoder, "beam_size": int(k), "sentences": len(sentences),
+            "target_tokens": tokens, "seconds": seconds,
+            "cpu_seconds": stats(timings[name]["cpu_seconds"]),
+            "sentences_per_second": len(sentences) / median,
+            "target_tokens_per_second": tokens / median,
+            "speed_vs_translator": (stats(timings["translator/1"]["seconds"])["median"] / median
+                                    if "translator/1" in timings else None),
+            "same_strings_as_translator": None,
+        })
     return {"rows": rows, "export_seconds": export_seconds, "export_path": path}
 
 
@@ -287,9 +316,15 @@ def print_tables(result):
     print(f"{'decoder':11s} {'beam':>4s} {'sent/s':>9s} {'tok/s':>9s} {'×transl.':>8s} "
           f"{'s (median)':>10s}  same strings")
     for row in result["throughput"]["rows"]:
-        print(f"{row['decoder']:11s} {row['beam_size']:>4d} {row['sentences_per_second']:>9.2f} "
-              f"{row['target_tokens_per_second']:>9.1f} {row['speed_vs_translator']:>8.2f} "
-              f"{row['seconds']['median']:>10.2f}  {row['same_strings_as_translator']}")
+        beam = str(row["beam_size"] or "-")
+        ratio = row["speed_vs_translator"]
+        ratio = "-" if ratio is None else f"{ratio:.2f}"
+        same = row["same_strings_as_translator"]
+        print(f"{row['decoder']:11s} {beam:>4s} {row['sentences_per_second']:>9.2f} "
+              f"{row['target_tokens_per_second']:>9.1f} {ratio:>8s} "
+              f"{row['seconds']['median']:>10.2f}  {'-' if same is None else same}")
+    print("(sampling: the Translator, nucleus p = 0.9, ×transl. against its greedy; scoring: "
+          "forced decoding of the references, tokens = their pieces)")
     print(f"(export took {result['throughput']['export_seconds']:.1f} s)")
     rows = result["bookkeeping"]["rows"]
     print(f"=== SEARCH BOOKKEEPING === (batch {rows[0]['batch_size']}, {rows[0]['steps']} steps, "
@@ -315,7 +350,7 @@ def main(args):
         "model": description,
         "caveat": None if args.run_dir else UNTRAINED_CAVEAT,
         "throughput": throughput(args, model, source_tokenizer, target_tokenizer, preset,
-                                 sentences),
+                                 sentences, dev.targets[:args.sentences]),
         "bookkeeping": bookkeeping(args, model, source_tokenizer, target_tokenizer, sentences),
     }
     args.beams = args.beam_list  # the JSON's config: the widths as a list

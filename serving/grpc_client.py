@@ -23,7 +23,7 @@ DEFAULT_MODEL = "translator"
 
 def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_penalty=None,
                   num_hypotheses=None, replace_unk=None, sampling_topk=None,
-                  sampling_topp=None, sampling_temperature=None, seed=None):
+                  sampling_topp=None, sampling_temperature=None, seed=None, target_prefix=None):
     """A `PredictRequest` for `sources` (options `None`: the export's default; gRPC
     leaves them out and the server fills in the signature's recorded `-1`)."""
     import tensorflow as tf
@@ -38,7 +38,8 @@ def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_pena
                "sampling_topk": (sampling_topk, tf.int32),
                "sampling_topp": (sampling_topp, tf.float32),
                "sampling_temperature": (sampling_temperature, tf.float32),
-               "seed": (seed, tf.int64)}
+               "seed": (seed, tf.int64),
+               "target_prefix": (target_prefix or None, tf.string)}
     given = {name: value for name, value in options.items() if value[0] is not None}
     request.model_spec.signature_name = "translate" if given else "serving_default"
     sources = [text.encode("utf-8") if isinstance(text, str) else text for text in sources]
@@ -92,10 +93,11 @@ def main(argv=None):
     parser.add_argument("--sampling-topp", type=float, help="sample from the nucleus p")
     parser.add_argument("--sampling-temperature", type=float)
     parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
+    parser.add_argument("--target-prefix", help="text every translation starts with")
     args = parser.parse_args(argv)
     sources = args.sources or sys.stdin.read().splitlines()
     names = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
-             "sampling_topp", "sampling_temperature", "seed")
+             "sampling_topp", "sampling_temperature", "seed", "target_prefix")
     predictions = translate(sources, target=args.target, model_name=args.model,
                             **{name: getattr(args, name) for name in names})
     for prediction in predictions:

@@ -15,7 +15,8 @@ defaults; `-1` means "the export's default"):
     {"signature_name": "translate",
      "instances": [{"sources": "...", "beam_size": 5, "length_penalty": 0.6,
                     "num_hypotheses": 3, "replace_unk": -1, "sampling_topk": -1,
-                    "sampling_topp": -1, "sampling_temperature": -1, "seed": -1}, ...]}
+                    "sampling_topp": -1, "sampling_temperature": -1, "seed": -1,
+                    "target_prefix": ""}, ...]}
 
 (Exports made before sampling have only the first four options: TF Serving
 answers a request naming the others with `JSON object keys must be equal
@@ -41,7 +42,7 @@ import urllib.request
 
 DEFAULT_URL = "http://localhost:8501/v1/models/translator"
 OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
-           "sampling_topp", "sampling_temperature", "seed")
+           "sampling_topp", "sampling_temperature", "seed", "target_prefix")
 FLOAT_OPTIONS = ("length_penalty", "sampling_topp", "sampling_temperature")
 MAX_SOURCES = 256  # an export's default `max_request_sources`
 
@@ -53,8 +54,9 @@ def build_request(sources, **options):
         sources: list of str.
         **options: the `translate` signature's options (`OPTIONS`), each a
             number or `None` (not set: the export's default); `replace_unk` a
-            bool. With `seed`, the source at position i of this request draws
-            its sample with `row_seeds(seed, i)`.
+            bool; `target_prefix` a str every translation starts with (`""`:
+            none). With `seed`, the source at position i of this request
+            draws its sample with `row_seeds(seed, i)`.
 
     Returns:
         dict: `{"instances": sources}` when no option is given, else the
@@ -71,6 +73,9 @@ def build_request(sources, **options):
     values = {}
     for name in OPTIONS:
         value = options.get(name)
+        if name == "target_prefix":
+            values[name] = value or ""
+            continue
         if name == "replace_unk" and value is not None:
             value = bool(value)
         values[name] = (-1.0 if name in FLOAT_OPTIONS else -1) if value is None else (
@@ -123,6 +128,7 @@ def main(argv=None):
     parser.add_argument("--sampling-topp", type=float, help="sample from the nucleus p")
     parser.add_argument("--sampling-temperature", type=float)
     parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
+    parser.add_argument("--target-prefix", help="text every translation starts with")
     parser.add_argument("--max-sources", type=int, default=MAX_SOURCES,
                         help=f"sources per request (default {MAX_SOURCES}, the export's limit)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")

@@ -132,9 +132,17 @@ def _translate(args):
         raise CommandError(f"--n-best {n_best} needs a beam at least as wide: give "
                            f"--beam-size {n_best} or more (the run decodes with beam size "
                            f"{options.get('beam_size', 1)})")
+    prefixes = None
+    if args.target_prefix:
+        prefixes = read_lines(args.target_prefix)
+        if len(prefixes) != len(sources):
+            raise CommandError(f"--target-prefix {args.target_prefix} has {len(prefixes)} "
+                               f"lines and --input {len(sources)}: give one prefix per source "
+                               "(an empty line for none)")
     translator = Translator(model, source_tokenizer, target_tokenizer, **options)
     # Sources longer than the model reads are cut, with a logged warning that counts them.
-    hypotheses = translator.translate(sources, num_hypotheses=n_best, with_scores=True)
+    hypotheses = translator.translate(sources, num_hypotheses=n_best, with_scores=True,
+                                      target_prefix=prefixes)
     if n_best == 1:
         hypotheses = [[pair] for pair in hypotheses]
     text = "".join(line + "\n" for line in _hypothesis_lines(hypotheses, args))
@@ -393,6 +401,9 @@ def build_parser():
                            help="sample from the nucleus: the fewest pieces holding P")
     translate.add_argument("--sampling-temperature", type=float, metavar="T",
                            help="sample with the log-probabilities divided by T (default 1)")
+    translate.add_argument("--target-prefix", metavar="FILE",
+                           help="one line per source: the text its translation starts with "
+                                "(the search continues it; an empty line for none)")
     translate.add_argument("--seed", type=int,
                            help="sampling seed: the same seed, the same samples (line i draws "
                                 "with its own seed from it, as the SavedModel does)")

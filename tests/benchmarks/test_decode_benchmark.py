@@ -28,11 +28,13 @@ def test_quick_run_times_both_decoders_and_the_bookkeeping(tmp_path):
 
     rows = record["throughput"]["rows"]
     assert [(r["decoder"], r["beam_size"]) for r in rows] == [
-        (decoder, k) for k in beams for decoder in ("translator", "savedmodel")]
+        (decoder, k) for k in beams for decoder in ("translator", "savedmodel")] + [
+        ("sampling", 1), ("scoring", 0)]
     for row in rows:
         assert row["sentences"] == record["config"]["sentences"] == 8
         assert row["sentences_per_second"] > 0 and row["target_tokens_per_second"] > 0
-        assert row["same_strings_as_translator"] is True
+        assert row["same_strings_as_translator"] is (
+            None if row["decoder"] in ("sampling", "scoring") else True)
     assert (tmp_path / "export" / "1" / "saved_model.pb").exists()
 
     bookkeeping = record["bookkeeping"]["rows"]

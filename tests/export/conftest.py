@@ -42,6 +42,12 @@ def spanish_test_verses(bible_corpus_path):
     return data.read_tsv(bible_corpus_path, split="test").sources[:8]
 
 
+@pytest.fixture(scope="session")
+def english_test_verses(bible_corpus_path):
+    """Their English references (`en_web`)."""
+    return data.read_tsv(bible_corpus_path, split="test").targets[:8]
+
+
 def tiny_model(name, vocabulary_size, seed=7):
     """Random weights drawn from U(-0.5, 0.5): peaked, source-dependent outputs."""
     keras.utils.set_random_seed(seed)
@@ -123,6 +129,9 @@ class Server:
     def call(self, export, sources, signature=None, **options):
         """Queue a call; returns its index in `results()`."""
         inputs = {"sources": encode(sources)}
+        if "targets" in options:  # the `score` signature
+            inputs["targets"] = encode(options.pop("targets"))
+            signature = "score"
         inputs.update({key: value if isinstance(value, list) else [value]
                        for key, value in options.items()})
         signature = signature or ("translate" if options else "serving_default")

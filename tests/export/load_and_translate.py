@@ -83,7 +83,9 @@ def main():
         defaults[name] = signature_defaults(path)
         response["graph"][name] = {
             "unknown_ops": ops, "resource_devices": resources,
-            "defaults": {key: {input_name: value.tolist() for input_name, value in values.items()}
+            "defaults": {key: {input_name: [item.decode() if isinstance(item, bytes) else item
+                                            for item in value.tolist()]
+                               for input_name, value in values.items()}
                          for key, values in defaults[name].items()}}
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
@@ -91,8 +93,12 @@ def main():
     for call in request["calls"]:
         # Inputs a call leaves out get the signature's recorded default, as in TF Serving.
         inputs = dict(defaults[call["export"]][call["signature"]], **call["inputs"])
-        inputs["sources"] = tf.constant([base64.b64decode(text) for text in inputs["sources"]],
-                                        tf.string)
+        if "target_prefix" in inputs:
+            inputs["target_prefix"] = tf.constant(inputs["target_prefix"], tf.string)
+        for key in ("sources", "targets"):
+            if key in inputs:
+                inputs[key] = tf.constant([base64.b64decode(text) for text in inputs[key]],
+                                          tf.string)
         dtypes = {"length_penalty": tf.float32, "sampling_topp": tf.float32,
                   "sampling_temperature": tf.float32, "seed": tf.int64}
         for key in ("beam_size", "num_hypotheses", "replace_unk", "length_penalty",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.export.conftest import BEAM, HEADS, Server
-from tf_outheads.decoding import Translator
+from tf_outheads.decoding import Scorer, Translator
 from tf_outheads.export import MAX_REQUEST_PIECES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
 
 TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp",
@@ -21,11 +21,15 @@ INVALID_UTF8 = b"Dios \xff\xfe es amor \xc3"
 # invalid bytes only.
 NO_PIECE = ["", "   ", "\u200b", "\x01\x02\x1f", b"\xff", b"\x80\xbf", "\ufeff\t\n"]
 SAMPLE_SEED = 5
+PREFIXES = ["And", "", "The LORD", "", "In the", "Then he said", "", "For"]
 SAMPLINGS = {  # per-request sampling options (the export's default width is 1)
     "sample": {"sampling_topk": 0, "seed": SAMPLE_SEED},
     "sample topp": {"sampling_topp": 0.9, "sampling_temperature": 1.5, "seed": 11},
     "sample topk": {"sampling_topk": 3, "seed": 2**40 + 3, "beam_size": 1},
 }
+# Every kind on the tied head, one on the others (each costs a Translator's trace).
+SAMPLED = [("tied", key) for key in SAMPLINGS] + [("joint", "sample topp"),
+                                                  ("vmf", "sample topp")]
 BAD_SAMPLINGS = {  # options a sampling request cannot use → the message's start
     "topk -2": ({"sampling_topk": -2}, "`sampling_topk` must be >= 0"),
     "topp 0": ({"sampling_topp": 0.0}, "`sampling_topp` must be in (0, 1]"),
@@ -47,7 +51,7 @@ def long_text(spanish_test_verses):
 
 
 @pytest.fixture(scope="module")
-def served(exports, spanish_test_verses, long_text):
+def served(exports, spanish_test_verses, english_test_verses, long_text):
     """Every call of this module, answered by one process without tf_outheads."""
     server = Server(exports)
     calls = {}
@@ -85,13 +89,29 @@ def served(exports, spanish_test_verses, long_text):
     calls["bad option length"] = server.call("tied", spanish_test_verses[:3], beam_size=[BEAM, BEAM])
     calls["unk"] = server.call("unk", spanish_test_verses[:4])
     calls["unk off"] = server.call("unk", spanish_test_verses[:4], replace_unk=0)
-    for name in HEADS:
-        for key, options in SAMPLINGS.items():
-            calls[name, key] = server.call(name, spanish_test_verses, **options)
+    for name, key in SAMPLED:
+        calls[name, key] = server.call(name, spanish_test_verses, **SAMPLINGS[key])
     # Rows 1, 3, 5, 7 sample (a temperature given), the others take the arg-max.
     calls["sample some rows"] = server.call(
         "tied", spanish_test_verses, sampling_temperature=[-1.0, 1.0] * 4, seed=SAMPLE_SEED)
     calls["sample unset seed"] = server.call("tied", spanish_test_verses[:2], sampling_topk=0)
+    for name in HEADS:
+        calls[name, "score"] = server.call(name, spanish_test_verses,
+                                           targets=english_test_verses)
+        calls[name, "prefix"] = server.call(name, spanish_test_verses, target_prefix=PREFIXES)
+
+    calls["tied", "prefix beam"] = server.call("tied", spanish_test_verses, beam_size=BEAM,
+                                               target_prefix=PREFIXES)
+    calls["prefix sample"] = server.call("tied", spanish_test_verses, target_prefix=PREFIXES,
+                                         sampling_topp=0.9, seed=SAMPLE_SEED)
+    calls["one prefix"] = server.call("tied", spanish_test_verses[:2], target_prefix="And")
+    calls["prefix too long"] = server.call("tied", ["Sea la luz", "Y"],
+                                           target_prefix=["", " ".join(english_test_verses)])
+    calls["prefix length"] = server.call("tied", spanish_test_verses[:3],
+                                         target_prefix=["a", "b"])
+    calls["score mismatch"] = server.call("tied", spanish_test_verses[:3],
+                                          targets=english_test_verses[:2])
+    calls["score empty"] = server.call("tied", [], targets=[])
     for key, (options, _) in BAD_SAMPLINGS.items():
         calls[key] = server.call("tied", spanish_test_verses[:3], **options)
     response = server.run()
@@ -161,8 +181,7 @@ def _translator_options(options):
     return {key: value for key, value in options.items() if key != "beam_size"}
 
 
-@pytest.mark.parametrize("key", list(SAMPLINGS))
-@pytest.mark.parametrize("name", list(HEADS))
+@pytest.mark.parametrize("name, key", SAMPLED)
 def test_a_seeded_sample_equals_the_translator_s(served, tiny_models, tokenizer,
                                                   spanish_test_verses, name, key):
     """The same samples and scores from the SavedModel as from `Translator` (batched
@@ -199,6 +218,74 @@ def test_bad_sampling_options_are_refused_by_name(served, key):
     results, _ = served
     assert results[key]["error"] == "InvalidArgumentError"
     assert BAD_SAMPLINGS[key][1] in results[key]["message"], results[key]["message"]
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_the_score_signature_gives_the_scorer_s_numbers(served, tiny_models, tokenizer,
+                                                         spanish_test_verses,
+                                                         english_test_verses, name):
+    """Forced decoding in the SavedModel equals `Scorer` (and, for the vMF head, its
+    posterior, the log-probabilities its search adds up)."""
+    results, _ = served
+    expected = Scorer(tiny_models[name], tokenizer, tokenizer).score(
+        spanish_test_verses, english_test_verses, per_token=True)
+    outputs = results[name, "score"]
+    np.testing.assert_allclose(outputs["log_prob"], [r["log_prob"] for r in expected],
+                               rtol=1e-4, atol=1e-3)
+    assert outputs["tokens"] == [r["tokens"] for r in expected]
+    for row, result in enumerate(expected):
+        tokens = result["tokens"]
+        np.testing.assert_allclose(outputs["token_log_probs"][row][:tokens],
+                                   result["token_log_probs"], rtol=1e-4, atol=1e-4)
+        assert outputs["pieces"][row][:tokens] == result["pieces"]
+        assert set(outputs["pieces"][row][tokens:]) <= {""}
+        assert all(value == 0 for value in outputs["token_log_probs"][row][tokens:])
+    assert outputs["truncated"] == [False] * len(expected)
+    assert all(value < 0 for value in outputs["log_prob"])
+
+
+def test_the_score_signature_refuses_unpaired_requests(served):
+    results, _ = served
+    assert results["score mismatch"]["error"] == "InvalidArgumentError"
+    assert ("`targets` must hold one translation per source. Received: 3 sources and 2 "
+            "targets") in results["score mismatch"]["message"]
+    assert results["score empty"]["log_prob"] == []
+
+
+@pytest.mark.parametrize("name, key, options", [
+    *((name, "prefix", {}) for name in HEADS), ("tied", "prefix beam", {"beam_size": BEAM})])
+def test_a_target_prefix_is_continued_as_by_the_translator(served, tiny_models, tokenizer,
+                                                            spanish_test_verses, name, key,
+                                                            options):
+    results, _ = served
+    expected = Translator(tiny_models[name], tokenizer, tokenizer, batch_size=3,
+                          **options).translate(spanish_test_verses, with_scores=True,
+                                               target_prefix=PREFIXES)
+    assert translations(results[name, key]) == [text for text, _ in expected]
+    np.testing.assert_allclose(np.array(results[name, key]["scores"])[:, 0],
+                               [score for _, score in expected], rtol=1e-4, atol=1e-4)
+    for prefix, text in zip(PREFIXES, translations(results[name, key])):
+        assert text.startswith(prefix)
+    # Sources without a prefix: as in a request without any.
+    plain = "greedy" if key == "prefix" else "beam"
+    for index, prefix in enumerate(PREFIXES):
+        if not prefix:
+            assert results[name, key]["translations"][index][0] == \
+                translations(results[name, plain])[index]
+
+
+def test_prefixes_sampling_and_refusals(served, tiny_models, tokenizer, spanish_test_verses):
+    results, _ = served
+    expected = Translator(tiny_models["tied"], tokenizer, tokenizer, sampling_topp=0.9,
+                          seed=SAMPLE_SEED).translate(spanish_test_verses,
+                                                      target_prefix=PREFIXES)
+    assert translations(results["prefix sample"]) == expected
+    assert all(text.startswith("And") for text in translations(results["one prefix"]))
+    assert results["prefix too long"]["error"] == "InvalidArgumentError"
+    assert "`target_prefix` must fit in the output limit of its source" in \
+        results["prefix too long"]["message"]
+    assert "`target_prefix` must hold one text, or one per source" in \
+        results["prefix length"]["message"]
 
 
 def test_negative_options_mean_the_export_defaults(served):
@@ -377,5 +464,6 @@ def test_translate_options_have_recorded_defaults(served):
     assert defaults["translate"] == {"beam_size": [-1], "length_penalty": [-1.0],
                                      "num_hypotheses": [-1], "replace_unk": [-1],
                                      "sampling_topk": [-1], "sampling_topp": [-1.0],
-                                     "sampling_temperature": [-1.0], "seed": [-1]}
+                                     "sampling_temperature": [-1.0], "seed": [-1],
+                                     "target_prefix": [""]}
     assert defaults["serving_default"] == {}

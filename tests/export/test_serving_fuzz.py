@@ -274,7 +274,8 @@ def test_non_finite_or_out_of_range_length_penalty_is_refused(loaded, verses, si
 
 @pytest.mark.parametrize("option", sorted(DTYPES))
 def test_an_option_of_a_wrong_length_is_refused_by_name(loaded, option):
-    options = signature_options(**{option: [-1, -1]})
+    options = signature_options(**{option: ["", ""] if option == "target_prefix" else [-1, -1]})
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         loaded.signatures["translate"](sources=tf.constant(["a", "b", "c"]), **options)
-    assert f"`{option}` must hold one value, or one per source" in info.value.message
+    assert f"`{option}` must hold one" in info.value.message
+    assert "or one per source" in info.value.message

@@ -543,6 +543,40 @@ def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, 
         assert re.search(message, capsys.readouterr().err)
 
 
+def test_translate_continues_target_prefixes_as_the_python_api(trained_run, tmp_path,
+                                                                capsys):
+    from tf_outheads.decoding import Translator
+    from tf_outheads_zoo.train import load_run
+
+    sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra.",
+               "Jehová es mi pastor."]
+    prefixes = ["And God", "", "The LORD is"]
+    source, prefix_file = tmp_path / "src.txt", tmp_path / "prefix.txt"
+    source.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    prefix_file.write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    for beam in (1, 3):
+        expected = Translator(model, source_tokenizer, target_tokenizer,
+                              **dict(preset["decode"], beam_size=beam)).translate(
+            sources, with_scores=True, target_prefix=prefixes)
+        output = tmp_path / f"prefixed{beam}.txt"
+        cli.main(["translate", "--run-dir", trained_run, "--input", str(source), "--output",
+                  str(output), "--target-prefix", str(prefix_file), "--beam-size", str(beam),
+                  "--with-scores"])
+        lines = [line.split(" ||| ") for line in
+                 output.read_text(encoding="utf-8").splitlines()]
+        assert [text for _, text, _ in lines] == [text for text, _ in expected]
+        assert [float(score) for *_, score in lines] == pytest.approx(
+            [score for _, score in expected], abs=1e-5)
+        assert lines[0][1].startswith("And God") and lines[2][1].startswith("The LORD is")
+    prefix_file.write_text("And\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
+                  "--target-prefix", str(prefix_file)])
+    assert re.search(r"--target-prefix .*prefix\.txt has 1 lines and --input 3",
+                     capsys.readouterr().err)
+
+
 def test_score_command_writes_the_scorer_s_numbers(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Scorer
     from tf_outheads_zoo.train import load_run

@@ -33,6 +33,7 @@ from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 from tf_outheads.decoding.options import (MAX_LENGTH_PENALTY, check_length_limits,
                                           check_length_penalty, check_sampling)
+from tf_outheads.decoding.prefix import with_target_prefix
 from tf_outheads.decoding.sampling import Sampling, row_seeds
 from tf_outheads.decoding.unk import replace_unknown_words
 
@@ -127,7 +128,7 @@ class TranslationGraph:
         self.max_step_score = getattr(model.head, "max_step_score", 0.0)
 
     # -- the whole request -------------------------------------------------------
-    def translate(self, sources, cache, options=None):
+    def translate(self, sources, cache, options=None, target_prefix=None):
         """Raw strings → the five outputs of the exported signatures.
 
         Args:
@@ -137,6 +138,9 @@ class TranslationGraph:
                 request's `OPTION_NAMES`, each a `(None,)` tensor of one value
                 or one per source, a negative value meaning the default (see
                 `tf_outheads.export.TranslatorModule`).
+            target_prefix: `None`, or a string tensor `(1,)` or `(B,)`: the
+                text each translation starts with (`""`: none), continued by
+                the search (`encode_prefix`).
 
         A row that samples has the seed `row_seeds(seed, i)`, i its position in
         the request (a negative `seed`: one drawn at random for the request).
@@ -149,6 +153,13 @@ class TranslationGraph:
         checks = self.check_request_sources(tf.size(sources))
         if options is not None:
             checks += self.check_options(tf.size(sources), options)
+        if target_prefix is not None:
+            size = tf.size(target_prefix)
+            checks.append(tf.debugging.Assert(
+                tf.logical_or(tf.equal(size, 1), tf.equal(size, tf.size(sources))),
+                ["`target_prefix` must hold one text, or one per source. Received: "
+                 "target_prefix of length", size, "for a batch of", tf.size(sources)],
+                name="check_target_prefix_length"))
         if checks:
             # A request too large, or refused options, fail the request before anything
             # is tokenized, broadcast or decoded: everything below reads `sources` after
@@ -170,7 +181,11 @@ class TranslationGraph:
             # Too many pieces fail the request before the search allocates anything.
             with tf.control_dependencies(checks):
                 source_ids = tf.identity(source_ids)
-        translations, scores = self.decode(source_ids, num_pieces, cache, options, seeds)
+        prefix = None
+        if target_prefix is not None:
+            prefix = self.encode_prefix(tf.broadcast_to(target_prefix, [batch_size]))
+        translations, scores = self.decode(source_ids, num_pieces, cache, options, seeds,
+                                           prefix)
         return {
             "translations": translations,  # (B, n)
             "scores": scores,  # (B, n)
@@ -327,7 +342,14 @@ class TranslationGraph:
             num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
         return source_ids, num_pieces, truncated
 
-    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None):
+    def encode_prefix(self, texts):
+        """Target prefixes `(B,)` string → `(ids (B, P), lengths (B,))`: their target
+        pieces (no BOS, no EOS), read as a source is (`tokenize_text`), PAD after."""
+        pieces, _ = tokenize_text(self.target_tokenizer, texts, 1 << 30, self.max_input_bytes)
+        with tf.device(_CPU):
+            return pieces.to_tensor(PAD_ID), tf.cast(pieces.row_lengths(), tf.int32)
+
+    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None, prefix=None):
         """Source ids `(B, S)` → translations `(B, n)` string and scores `(B, n)`.
 
         Args:
@@ -335,6 +357,7 @@ class TranslationGraph:
             cache: dict of tensors, the head's `inference_cache()`.
             seeds: uint32 `(B,)`, each row's sampling seed (`row_seeds`); needed
                 when a row samples.
+            prefix: `None` or `(ids (B, P), lengths (B,))` (`encode_prefix`).
             options: `None`: every row with the defaults, and only their search
                 in the graph. Or per-row options as `resolve_options` returns
                 them: rows grouped by width, one search per width of
@@ -350,7 +373,7 @@ class TranslationGraph:
                 sampling = Sampling(seeds=seeds, **self.sampling)
             return self._translate_rows(
                 self.beam_size, source_ids, num_pieces, cache, self.length_penalty,
-                self.num_hypotheses, self.replace_unk, self.num_hypotheses, sampling)
+                self.num_hypotheses, self.replace_unk, self.num_hypotheses, sampling, prefix)
         n_best = options["num_hypotheses"]
         n_out = tf.reduce_max(tf.concat([n_best, [1]], axis=0))
         indices, texts, scores = [], [], []
@@ -366,10 +389,12 @@ class TranslationGraph:
                         topp=tf.gather(options["sampling_topp"], rows),
                         temperature=tf.gather(options["sampling_temperature"], rows),
                         enabled=tf.gather(options["sampling"], rows))
+                group_prefix = (None if prefix is None else
+                                tuple(tf.gather(part, rows) for part in prefix))
                 return self._translate_rows(
                     width, tf.gather(source_ids, rows), tf.gather(num_pieces, rows), cache,
                     tf.gather(options["length_penalty"], rows), tf.gather(n_best, rows),
-                    tf.gather(options["replace_unk"], rows), n_out, sampling)
+                    tf.gather(options["replace_unk"], rows), n_out, sampling, group_prefix)
 
             group_texts, group_scores = tf.cond(
                 tf.size(rows) > 0, group,
@@ -380,7 +405,7 @@ class TranslationGraph:
         return tf.dynamic_stitch(indices, texts), tf.dynamic_stitch(indices, scores)
 
     def _translate_rows(self, width, source_ids, num_pieces, cache, length_penalty,
-                        num_hypotheses, replace, n_out, sampling=None):
+                        num_hypotheses, replace, n_out, sampling=None, prefix=None):
         """Rows decoded with one width → texts and scores `(b, n_out)`.
 
         The options are Python values (the same for every row: the search is
@@ -389,7 +414,7 @@ class TranslationGraph:
         # Drop padding columns no row needs.
         source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
         ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
-                                  num_hypotheses, sampling)
+                                  num_hypotheses, sampling, prefix)
         texts = self.texts(ids, source_ids, replace)
         # Columns: the row's own n-best size, padded to the widest asked for.
         texts, scores = texts[:, :n_out], scores[:, :n_out]
@@ -403,7 +428,7 @@ class TranslationGraph:
         return tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf"))
 
     def search(self, width, source_ids, num_pieces, cache, length_penalty=0.0,
-               num_hypotheses=1, sampling=None):
+               num_hypotheses=1, sampling=None, prefix=None):
         """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`.
 
         Greedy (the sum of log-scores) for width 1, else the beam search (the
@@ -414,43 +439,68 @@ class TranslationGraph:
         n for the pool's whole top `width` (the stopping rule waits for it).
         `sampling` (width 1): a `Sampling` of these rows, or `None`; when its
         `enabled` is a tensor, rows none of which samples run the plain greedy
-        search.
+        search. `prefix`: `None`, or `(ids (b, P), lengths (b,))`, target pieces
+        each row's output starts with (`tf_outheads.decoding.prefix`; a row
+        with length 0 decodes as without one). A prefix longer than its row's
+        output limit fails with an `InvalidArgumentError` naming `target_prefix`.
         """
         model = self.model
         max_length = max_length_from_source(num_pieces + 1, ratio=self.max_length_ratio,
                                             offset=self.max_length_offset)
         max_length = tf.where(num_pieces > 0, max_length, 0)
-        step_fn = model.make_step_fn(cache)
+        model_step_fn = model.make_step_fn(cache)
         # Under XLA the search's loop bound (the largest per-row limit) sizes per-step
         # caches (static shapes); otherwise a model may let them grow step by step.
         cache_length = tf.reduce_max(max_length) if in_xla_context() else None
-        state = model.initial_decoding_state(source_ids, max_length=cache_length)
+        model_state = model.initial_decoding_state(source_ids, max_length=cache_length)
         batch_size = tf.shape(source_ids)[0]
-        if width == 1:
-            # Finished sentences leave the computed batch (not under XLA).
-            def greedy(sampling):
-                result = greedy_search(step_fn, state, batch_size, max_length, compact=None,
-                                       sampling=sampling)
-                return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
-
-            if sampling is None or sampling.enabled is None:
-                return greedy(sampling)
-            return tf.cond(tf.reduce_any(sampling.enabled), lambda: greedy(sampling),
-                           lambda: greedy(None))
         if isinstance(length_penalty, tf.Tensor):
             # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate
             # scores and (b, max_steps) stopping bound.
             length_penalty = length_penalty[:, tf.newaxis]
 
-        def beam(n):
-            result = beam_search(step_fn, state, batch_size, width, max_length,
-                                 length_penalty=length_penalty, num_hypotheses=n,
-                                 max_step_score=self.max_step_score)
-            return result.ids, result.scores
+        def searched(with_prefix, sampling):
+            step_fn, state = model_step_fn, model_state
+            if with_prefix:
+                step_fn, state = with_target_prefix(step_fn, state, *prefix)
+            if width == 1:
+                # Finished sentences leave the computed batch (not under XLA).
+                result = greedy_search(step_fn, state, batch_size, max_length, compact=None,
+                                       sampling=sampling)
+                return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
 
-        if isinstance(num_hypotheses, int):
-            return beam(width if num_hypotheses > 1 else 1)
-        return tf.cond(tf.reduce_any(num_hypotheses > 1), lambda: beam(width), lambda: beam(1))
+            def beam(n):
+                result = beam_search(step_fn, state, batch_size, width, max_length,
+                                     length_penalty=length_penalty, num_hypotheses=n,
+                                     max_step_score=self.max_step_score)
+                return result.ids, result.scores
+
+            if isinstance(num_hypotheses, int):
+                return beam(width if num_hypotheses > 1 else 1)
+            return tf.cond(tf.reduce_any(num_hypotheses > 1), lambda: beam(width),
+                           lambda: beam(1))
+
+        def sampled_or_not(with_prefix):
+            if sampling is None or sampling.enabled is None:
+                return searched(with_prefix, sampling)
+            return tf.cond(tf.reduce_any(sampling.enabled),
+                           lambda: searched(with_prefix, sampling),
+                           lambda: searched(with_prefix, None))
+
+        if prefix is None:
+            return sampled_or_not(False)
+        lengths = prefix[1]
+        too_long = tf.debugging.Assert(tf.reduce_all(lengths <= max_length), [
+            "`target_prefix` must fit in the output limit of its source (max_length_ratio × "
+            "(source pieces + 1) + max_length_offset; 0 for a source without a piece). "
+            "Received: prefix pieces", lengths, "for limits", max_length], summarize=16,
+            name="check_target_prefix")
+        with tf.control_dependencies([too_long]):
+            lengths = tf.identity(lengths)
+        prefix = (prefix[0], lengths)
+        # No second search for rows without a prefix: the graph (the export's) stays
+        # half the size, and the forcing costs one select over the step's scores.
+        return sampled_or_not(True)
 
     def texts(self, ids, source_ids, replace):
         """Hypotheses `(b, n, T)` → strings `(b, n)`; `<unk>` replaced where `replace`

@@ -20,7 +20,8 @@ samples (back-translations) by the model's probability.
 counter-based hash (`_hash32`, "lowbias32"), not a random-number state. A
 sentence's sample therefore depends on its own seed only, never on the batch it
 was decoded in, its position in that batch, the batches before it, or the
-host: `Translator` (length-sorted batches), the CLI and the exported
+host (up to the float rounding a batch's shape brings to the log-scores, as
+for greedy search: a near-tie may then fall the other way): `Translator` (length-sorted batches), the CLI and the exported
 SavedModel (one request) draw the same sample for the same source, seed and
 index. Each host gives the source at position i of a call (a request) the seed
 `row_seeds(seed, i)`.

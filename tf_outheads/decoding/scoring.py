@@ -38,6 +38,8 @@ class Scorer:
         max_source_length, max_target_length: pieces read, EOS included;
             longer sides are cut (their indices in `truncated_indices`, with a
             warning), as the translator cuts sources.
+        max_input_bytes: int or `None`: raw strings are cut to this many bytes
+            first (as the export does). Defaults to `None`.
 
     Example:
 
@@ -50,10 +52,12 @@ class Scorer:
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=32,
-                 max_source_length=256, max_target_length=256):
+                 max_source_length=256, max_target_length=256, max_input_bytes=None):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.max_source_length = int_at_least("max_source_length", max_source_length, 2)
         self.max_target_length = int_at_least("max_target_length", max_target_length, 2)
+        self.max_input_bytes = (None if max_input_bytes is None
+                                else int_at_least("max_input_bytes", max_input_bytes, 1))
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -69,9 +73,11 @@ class Scorer:
         whether either side was cut `(B,)`. Both sides are read as the search reads a
         source (`tokenize_text`: invalid UTF-8 → U+FFFD)."""
         source_pieces, source_cut = tokenize_text(self.source_tokenizer, sources,
-                                                  self.max_source_length - 1)
+                                                  self.max_source_length - 1,
+                                                  self.max_input_bytes)
         target_pieces, target_cut = tokenize_text(self.target_tokenizer, targets,
-                                                  self.max_target_length - 1)
+                                                  self.max_target_length - 1,
+                                                  self.max_input_bytes)
         truncated = tf.logical_or(source_cut, target_cut)
         rows = tf.shape(sources)[0]
         eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], EOS_ID))
@@ -80,6 +86,41 @@ class Scorer:
         target_in = tf.concat([bos, target_pieces], axis=1).to_tensor(PAD_ID)
         target_out = tf.concat([target_pieces, eos], axis=1).to_tensor(PAD_ID)
         return source_ids, target_in, target_out, truncated
+
+    def score_graph(self, sources, targets, cache, checks=None):
+        """Raw strings `(B,)` twice → the `score` signature's outputs, in graph ops:
+        `log_prob` `(B,)`, `tokens` `(B,)` int32 (pieces and EOS), `token_log_probs`
+        `(B, T)` (0 past each row's tokens), `pieces` `(B, T)` string (`""` past them),
+        `truncated` `(B,)` bool.
+
+        `checks`: `None`, or a callable `(pieces (B,)) -> list of asserts`, run on the
+        pieces of both sides of each pair before the teacher-forced pass. An empty batch
+        gives empty outputs (a recurrent pass cannot run zero steps).
+        """
+        def empty():
+            return {"log_prob": tf.zeros([0]), "tokens": tf.zeros([0], tf.int32),
+                    "token_log_probs": tf.zeros([0, 0]), "pieces": tf.fill([0, 0], ""),
+                    "truncated": tf.zeros([0], tf.bool)}
+
+        return tf.cond(tf.size(sources) > 0,
+                       lambda: self._score_strings(sources, targets, cache, checks), empty)
+
+    def _score_strings(self, sources, targets, cache, checks):
+        source_ids, target_in, target_out, truncated = self.encode(sources, targets)
+        if checks is not None:
+            pieces = (tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
+                      + tf.reduce_sum(tf.cast(target_out != PAD_ID, tf.int32), axis=1) - 2)
+            asserts = checks(pieces)
+            if asserts:
+                with tf.control_dependencies(asserts):
+                    source_ids = tf.identity(source_ids)
+        token_scores = self._token_scores(source_ids, target_in, target_out, cache)
+        present = tf.not_equal(target_out, PAD_ID)
+        with tf.device("/cpu:0"):
+            pieces = tf.where(present, self.target_tokenizer.id_to_string(target_out), "")
+        return {"log_prob": tf.reduce_sum(token_scores, axis=1),
+                "tokens": tf.reduce_sum(tf.cast(present, tf.int32), axis=1),
+                "token_log_probs": token_scores, "pieces": pieces, "truncated": truncated}
 
     def _token_scores(self, source_ids, target_in, target_out, cache):
         """`(B, T)` float32: each target piece's score (0 at padding)."""

@@ -163,7 +163,7 @@ class Translator:
             self._cache_fingerprint = fingerprint
         return self._cache
 
-    def _compile(self, cache, num_hypotheses):
+    def _compile(self, cache, num_hypotheses, with_prefix):
         """A batch of source ids → its `num_hypotheses` best translations and scores
         `(b, n)`, in one `tf.function` (that search only), traced once for every batch
         shape: batches differ in size and width, and tracing costs seconds (without the
@@ -173,6 +173,8 @@ class Translator:
                      tf.nest.map_structure(
                          lambda x: tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)), cache),
                      tf.TensorSpec([None], tf.uint32)]
+        if with_prefix:
+            signature += [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)]
         # No AutoGraph: the search is written with tf.while_loop / tf.cond, and
         # converting it and the model's step costs ~2 s per trace (0.8 s instead of 2.9 s
         # for the first batch of lstm-cpu-tied).
@@ -182,31 +184,59 @@ class Translator:
                 num_hypotheses=num_hypotheses, **self._graph_options)
         graph = self._graphs[num_hypotheses]
 
-        def decode(source_ids, num_pieces, cache, seeds):
-            return graph.decode(source_ids, num_pieces, cache, seeds=seeds)
+        def decode(source_ids, num_pieces, cache, seeds, *prefix):
+            return graph.decode(source_ids, num_pieces, cache, seeds=seeds,
+                                prefix=prefix or None)
 
         return tf.function(decode, input_signature=signature, autograph=False)
 
-    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses, seeds):
-        if num_hypotheses not in self._decoders:
-            self._decoders[num_hypotheses] = self._compile(cache, num_hypotheses)
+    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses, seeds, prefix=()):
+        key = num_hypotheses if not prefix else (num_hypotheses, "prefix")
+        if key not in self._decoders:
+            self._decoders[key] = self._compile(cache, num_hypotheses, bool(prefix))
         try:
-            return self._decoders[num_hypotheses](source_ids, num_pieces, cache, seeds)
+            return self._decoders[key](source_ids, num_pieces, cache, seeds, *prefix)
         except tf.errors.NotFoundError:
             # `tf.random.set_seed` frees the SentencePiece resources a traced
             # graph captured (`SubwordTokenizer.ensure_resource`): rebuild them
             # and trace again, once.
             for tokenizer in (self.source_tokenizer, self.target_tokenizer):
                 tokenizer.ensure_resource()
-            self._decoders[num_hypotheses] = self._compile(cache, num_hypotheses)
-            return self._decoders[num_hypotheses](source_ids, num_pieces, cache, seeds)
+            self._decoders[key] = self._compile(cache, num_hypotheses, bool(prefix))
+            return self._decoders[key](source_ids, num_pieces, cache, seeds, *prefix)
+
+    def _prefixes(self, target_prefix, count, num_pieces):
+        """`(ids (N, P), lengths (N,))` arrays of the call's prefixes, or `(None, None)`
+        without any; a `ValueError` for a list of the wrong length or a prefix longer
+        than its source's output limit."""
+        if target_prefix is None:
+            return None, None
+        prefixes = list(target_prefix)
+        if len(prefixes) != count:
+            raise ValueError("`target_prefix` must hold one prefix per source (\"\" for "
+                             f"none). Received: {len(prefixes)} prefixes for {count} sources")
+        prefixes = ["" if prefix is None else prefix for prefix in prefixes]
+        ids, lengths = (tensor.numpy() for tensor in self.graph.encode_prefix(
+            string_tensor(prefixes, "target_prefix")))
+        limits = np.where(num_pieces > 0, np.ceil((num_pieces + 1) * self.max_length_ratio)
+                          .astype(np.int64) + self.max_length_offset, 0)
+        for index in np.flatnonzero(lengths > limits):
+            raise ValueError(
+                f"`target_prefix` {index} has {lengths[index]} target pieces, more than its "
+                f"source's output limit of {limits[index]} (max_length_ratio × (source "
+                "pieces + 1) + max_length_offset; 0 for a source without a piece). Received: "
+                f"target_prefix[{index}]={prefixes[index]!r}")
+        if not lengths.any():
+            return None, None
+        return ids, lengths
 
     @staticmethod
     def _as_bytes(sentences):
         """UTF-8 bytes of each source; a `ValueError` for an item that is not a string."""
         return string_tensor(sentences, "sentences")
 
-    def translate(self, sentences, num_hypotheses=None, with_scores=False, seed=None):
+    def translate(self, sentences, num_hypotheses=None, with_scores=False, seed=None,
+                  target_prefix=None):
         """Translate raw source strings.
 
         Args:
@@ -221,6 +251,13 @@ class Translator:
                 temperature and the cuts.
             seed: int in `[0, 2**63)`, this call's sampling seed (default: the
                 translator's `seed`, else a fresh one). Ignored without sampling.
+            target_prefix: `None`, or one str per source (`""` or `None`: no
+                prefix): the text its translation starts with. The search
+                continues after the prefix's target pieces (greedy, beam and
+                sampling alike); the output holds the prefix, and its score the
+                prefix pieces' log-probabilities too. A prefix needs as many
+                pieces of the source's output limit (`max_length_ratio` ×
+                (source pieces + 1) + `max_length_offset`).
 
         Returns:
             In input order, one item per source (`""` for a source with no
@@ -230,8 +267,10 @@ class Translator:
             first (for a source with no piece, `""` then `("", -inf)` padding).
 
         Raises:
-            ValueError: an item that is neither str nor bytes, or
-                `num_hypotheses` out of range.
+            ValueError: an item that is neither str nor bytes, `num_hypotheses`
+                out of range, a `target_prefix` list of another length than
+                `sentences`, or a prefix longer than its source's output limit
+                (naming its index).
 
         Sources longer than `max_source_length - 1` pieces are cut there:
         their positions are recorded in `truncated_indices` (and
@@ -256,6 +295,8 @@ class Translator:
         source_ids, num_pieces, truncated = (
             tensor.numpy() for tensor in self.graph.encode(self._as_bytes(sentences)))
         self.truncated_indices = np.flatnonzero(truncated).tolist()
+        prefix_ids, prefix_lengths = self._prefixes(target_prefix, len(sentences),
+                                                    num_pieces)
         if self.truncated_indices:
             logger.warning("%d of %d sources were longer than %d subword pieces and were cut "
                            "to that length (max_source_length=%d, EOS included)",
@@ -274,9 +315,13 @@ class Translator:
         for start in range(0, len(order), self.batch_size):
             indices = order[start:start + self.batch_size]
             width = num_pieces[indices].max() + 1
+            prefix = ()
+            if prefix_ids is not None and prefix_lengths[indices].max() > 0:
+                prefix = (prefix_ids[indices, :prefix_lengths[indices].max()],
+                          prefix_lengths[indices])
             batch_texts, batch_scores = self._decode_batch(
                 source_ids[indices, :width], num_pieces[indices], cache, n_best,
-                seeds[indices])
+                seeds[indices], prefix)
             for index, row, row_scores in zip(indices, batch_texts.numpy(),
                                               batch_scores.numpy()):
                 texts[index] = [text.decode("utf-8") for text in row]

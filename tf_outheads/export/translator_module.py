@@ -46,6 +46,17 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   out of range are refused as above, and so is sampling with a head whose
   scores are not log-probabilities (`sampling_available` in the config).
 
+- `score(sources, targets)`: forced decoding (`tf_outheads.decoding.Scorer`
+  in the graph): the score the model gives `targets[i]` as the translation of
+  `sources[i]`. Outputs `log_prob` `(batch,)` (the sum over the target's
+  pieces and EOS), `tokens` `(batch,)` int32 (their number), `token_log_probs`
+  `(batch, T)` float32 and `pieces` `(batch, T)` string per piece (`0` and
+  `""` past a row's tokens), `truncated` `(batch,)` bool (a side cut to
+  `max_source_length - 1` pieces). Log-probabilities for every categorical
+  head and a continuous head's posterior (`scores_are_log_probabilities` in
+  the config says which). Refused: sources and targets of different lengths,
+  and requests over the limits (pieces of both sides counted).
+
 The head's weight-only tensors (`head.inference_cache()`: the joint head's
 E' = g_out(E), the continuous head's normalised table) are computed **once,
 at export time**, and saved as variables: a serving process answers many
@@ -75,6 +86,7 @@ import tensorflow as tf
 from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.decoding.graph import OPTION_NAMES, TranslationGraph
 from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, check_num_hypotheses
+from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.validation import positive_int
 
 DEFAULT_BEAM_SIZES = (1, 2, 4, 5, 8)
@@ -82,11 +94,14 @@ MAX_SOURCE_LENGTH = 256
 MAX_INPUT_BYTES = 1 << 16
 MAX_REQUEST_SOURCES = 256
 MAX_REQUEST_PIECES = 16_384
-SIGNATURE_KEYS = ("serving_default", "translate")
+SIGNATURE_KEYS = ("serving_default", "translate", "score")
 CONFIG_PATH = os.path.join("assets.extra", "tf_outheads_export.json")
 # What `saved_model_cli` and servers see: input and output names.
 SOURCES = "sources"
 OUTPUT_NAMES = ("translations", "scores", "beam_size", "truncated", "empty_source")
+TARGETS = "targets"
+TARGET_PREFIX = "target_prefix"
+SCORE_OUTPUT_NAMES = ("log_prob", "tokens", "token_log_probs", "pieces", "truncated")
 
 
 def _tokenizer_copy(tokenizer, name):
@@ -226,6 +241,11 @@ class TranslatorModule(tf.Module):
             max_length_offset=max_length_offset, max_input_bytes=max_input_bytes,
             max_request_sources=max_request_sources, max_request_pieces=max_request_pieces)
         object.__setattr__(self, "_graph", graph)
+        # Forced decoding of given translations (the `score` signature), read as the
+        # search reads a source (the same cuts).
+        object.__setattr__(self, "_scorer", Scorer(
+            model, source_copy, target_copy, max_source_length=max_source_length,
+            max_target_length=max_source_length, max_input_bytes=max_input_bytes))
         self.beam_size = beam_size
         self.length_penalty = graph.length_penalty
         self.num_hypotheses = num_hypotheses
@@ -253,23 +273,25 @@ class TranslatorModule(tf.Module):
         default_int = tf.constant([-1], tf.int32)
         default_float = tf.constant([-1.0], tf.float32)
         default_seed = tf.constant([-1], tf.int64)
+        no_prefix = tf.constant([""], tf.string)
 
         def translate(sources, beam_size=default_int, length_penalty=default_float,
                       num_hypotheses=default_int, replace_unk=default_int,
                       sampling_topk=default_int, sampling_topp=default_float,
-                      sampling_temperature=default_float, seed=default_seed):
+                      sampling_temperature=default_float, seed=default_seed,
+                      target_prefix=no_prefix):
             options = dict(zip(OPTION_NAMES, (
                 beam_size, length_penalty, num_hypotheses, replace_unk, sampling_topk,
                 sampling_topp, sampling_temperature, seed)))
             # The head's weight-only tensors, read once per call, never per step.
             cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
-            return self._graph.translate(sources, cache, options)
+            return self._graph.translate(sources, cache, options, target_prefix)
 
         def serve(sources):
             # The same concrete function as `translate`: traced and saved once.
             return self.translate(sources, default_int, default_float, default_int,
                                   default_int, default_int, default_float, default_float,
-                                  default_seed)
+                                  default_seed, no_prefix)
 
         # No AutoGraph: the graph's code uses tf.while_loop / tf.cond itself, and
         # converting the searches and the model's step costs seconds per trace.
@@ -283,17 +305,38 @@ class TranslatorModule(tf.Module):
             tf.TensorSpec([None], tf.float32, name="sampling_topp"),
             tf.TensorSpec([None], tf.float32, name="sampling_temperature"),
             tf.TensorSpec([None], tf.int64, name="seed"),
+            tf.TensorSpec([None], tf.string, name=TARGET_PREFIX),
         ])
         self.serve = tf.function(serve, input_signature=[sources], autograph=False)
 
+        def score(sources, targets):
+            graph = self._graph
+            checks = graph.check_request_sources(tf.size(sources)) + [tf.debugging.Assert(
+                tf.equal(tf.size(sources), tf.size(targets)),
+                [tf.strings.format("`targets` must hold one translation per source. "
+                                   "Received: {} sources and {} targets",
+                                   (tf.size(sources), tf.size(targets)))],
+                name="check_targets_length")]
+            with tf.control_dependencies(checks):
+                sources = tf.identity(sources)
+            cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
+            # A request too large (pieces of both sides) fails before the pass.
+            return self._scorer.score_graph(sources, targets, cache,
+                                            checks=graph.check_request_pieces)
+
+        self.score = tf.function(score, autograph=False, input_signature=[
+            sources, tf.TensorSpec([None], tf.string, name=TARGETS)])
+
     def signatures(self):
-        """`{"serving_default": ..., "translate": ...}` for `tf.saved_model.save`."""
-        return {"serving_default": self.serve, "translate": self.translate}
+        """`{"serving_default": ..., "translate": ..., "score": ...}` for
+        `tf.saved_model.save`."""
+        return {"serving_default": self.serve, "translate": self.translate,
+                "score": self.score}
 
     def track_used_variables(self):
-        """Trace both signatures and track exactly the variables they read."""
+        """Trace the signatures and track exactly the variables they read."""
         used = {}
-        for function in (self.translate, self.serve):
+        for function in (self.translate, self.serve, self.score):
             for variable in function.get_concrete_function().variables:
                 used.setdefault(id(variable), variable)
         self.used_variables = list(used.values())
@@ -304,8 +347,11 @@ class TranslatorModule(tf.Module):
         return {
             "signatures": {
                 "serving_default": {"inputs": [SOURCES], "outputs": list(OUTPUT_NAMES)},
-                "translate": {"inputs": [SOURCES, *OPTION_NAMES], "outputs": list(OUTPUT_NAMES)},
+                "translate": {"inputs": [SOURCES, *OPTION_NAMES, TARGET_PREFIX],
+                              "outputs": list(OUTPUT_NAMES)},
+                "score": {"inputs": [SOURCES, TARGETS], "outputs": list(SCORE_OUTPUT_NAMES)},
             },
+            "scores_are_log_probabilities": self._scorer.log_probabilities,
             "defaults": {"beam_size": self.beam_size, "length_penalty": self.length_penalty,
                          "num_hypotheses": self.num_hypotheses,
                          "replace_unk": self.replace_unk},
