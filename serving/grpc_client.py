@@ -23,7 +23,8 @@ DEFAULT_MODEL = "translator"
 
 def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_penalty=None,
                   num_hypotheses=None, replace_unk=None, sampling_topk=None,
-                  sampling_topp=None, sampling_temperature=None, seed=None, target_prefix=None):
+                  sampling_topp=None, sampling_temperature=None, seed=None,
+                  with_alignments=None, target_prefix=None):
     """A `PredictRequest` for `sources` (options `None`: the export's default; gRPC
     leaves them out and the server fills in the signature's recorded `-1`)."""
     import tensorflow as tf
@@ -39,6 +40,8 @@ def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_pena
                "sampling_topp": (sampling_topp, tf.float32),
                "sampling_temperature": (sampling_temperature, tf.float32),
                "seed": (seed, tf.int64),
+               "with_alignments": (None if with_alignments is None
+                                   else int(bool(with_alignments)), tf.int32),
                "target_prefix": (target_prefix or None, tf.string)}
     given = {name: value for name, value in options.items() if value[0] is not None}
     request.model_spec.signature_name = "translate" if given else "serving_default"
@@ -65,6 +68,9 @@ def parse_response(response):
         })
         if "empty_source" in outputs:  # exports before it had no such output
             predictions[-1]["empty_source"] = bool(outputs["empty_source"][index])
+        if "alignments" in outputs:  # nor this one
+            predictions[-1]["alignments"] = [
+                text.decode("utf-8") for text in outputs["alignments"][index]]
     return predictions
 
 
@@ -94,10 +100,12 @@ def main(argv=None):
     parser.add_argument("--sampling-temperature", type=float)
     parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
     parser.add_argument("--target-prefix", help="text every translation starts with")
+    parser.add_argument("--with-alignments", type=int, choices=(0, 1))
     args = parser.parse_args(argv)
     sources = args.sources or sys.stdin.read().splitlines()
     names = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
-             "sampling_topp", "sampling_temperature", "seed", "target_prefix")
+             "sampling_topp", "sampling_temperature", "seed", "with_alignments",
+             "target_prefix")
     predictions = translate(sources, target=args.target, model_name=args.model,
                             **{name: getattr(args, name) for name in names})
     for prediction in predictions:

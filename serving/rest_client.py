@@ -16,7 +16,7 @@ defaults; `-1` means "the export's default"):
      "instances": [{"sources": "...", "beam_size": 5, "length_penalty": 0.6,
                     "num_hypotheses": 3, "replace_unk": -1, "sampling_topk": -1,
                     "sampling_topp": -1, "sampling_temperature": -1, "seed": -1,
-                    "target_prefix": ""}, ...]}
+                    "with_alignments": -1, "target_prefix": ""}, ...]}
 
 (Exports made before sampling have only the first four options: TF Serving
 answers a request naming the others with `JSON object keys must be equal
@@ -42,7 +42,8 @@ import urllib.request
 
 DEFAULT_URL = "http://localhost:8501/v1/models/translator"
 OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
-           "sampling_topp", "sampling_temperature", "seed", "target_prefix")
+           "sampling_topp", "sampling_temperature", "seed", "with_alignments",
+           "target_prefix")
 FLOAT_OPTIONS = ("length_penalty", "sampling_topp", "sampling_temperature")
 MAX_SOURCES = 256  # an export's default `max_request_sources`
 
@@ -76,7 +77,7 @@ def build_request(sources, **options):
         if name == "target_prefix":
             values[name] = value or ""
             continue
-        if name == "replace_unk" and value is not None:
+        if name in ("replace_unk", "with_alignments") and value is not None:
             value = bool(value)
         values[name] = (-1.0 if name in FLOAT_OPTIONS else -1) if value is None else (
             float(value) if name in FLOAT_OPTIONS else int(value))
@@ -129,6 +130,8 @@ def main(argv=None):
     parser.add_argument("--sampling-temperature", type=float)
     parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
     parser.add_argument("--target-prefix", help="text every translation starts with")
+    parser.add_argument("--with-alignments", type=int, choices=(0, 1),
+                        help="1: 'i-j' alignments of each translation's pieces")
     parser.add_argument("--max-sources", type=int, default=MAX_SOURCES,
                         help=f"sources per request (default {MAX_SOURCES}, the export's limit)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")

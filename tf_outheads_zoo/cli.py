@@ -142,9 +142,10 @@ def _translate(args):
     translator = Translator(model, source_tokenizer, target_tokenizer, **options)
     # Sources longer than the model reads are cut, with a logged warning that counts them.
     hypotheses = translator.translate(sources, num_hypotheses=n_best, with_scores=True,
-                                      target_prefix=prefixes)
+                                      target_prefix=prefixes,
+                                      with_alignments=args.with_alignments)
     if n_best == 1:
-        hypotheses = [[pair] for pair in hypotheses]
+        hypotheses = [[item] for item in hypotheses]
     text = "".join(line + "\n" for line in _hypothesis_lines(hypotheses, args))
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -156,18 +157,22 @@ def _translate(args):
 def _hypothesis_lines(hypotheses, args):
     """The lines `translate` writes: one translation per source (the default); with
     `--n-best` or `--with-scores`, `index ||| translation [||| score]` per hypothesis,
-    best first, as Moses and fairseq write n-best lists; with `--format jsonl`, one JSON
-    object per source (`index`, `hypotheses`: `text` [and `score`])."""
+    best first, as Moses and fairseq write n-best lists; `--with-alignments` appends
+    ` ||| i-j ...` (OpenNMT-py's `-report_align`); with `--format jsonl`, one JSON object
+    per source (`index`, `hypotheses`: `text` [, `score`] [, `alignment`])."""
     for index, row in enumerate(hypotheses):
         if args.format == "jsonl":
             yield json.dumps({"index": index, "hypotheses": [
-                {"text": text, **({"score": score} if args.with_scores else {})}
-                for text, score in row]}, ensure_ascii=False)
+                {"text": item[0], **({"score": item[1]} if args.with_scores else {}),
+                 **({"alignment": item[-1]} if args.with_alignments else {})}
+                for item in row]}, ensure_ascii=False)
         elif args.n_best and args.n_best > 1 or args.with_scores:
-            for text, score in row:
-                yield f"{index} ||| {text}" + (f" ||| {score:.6f}" if args.with_scores else "")
+            for item in row:
+                yield (f"{index} ||| {item[0]}" + (f" ||| {item[1]:.6f}" if args.with_scores
+                                                   else "")
+                       + (f" ||| {item[-1]}" if args.with_alignments else ""))
         else:
-            yield row[0][0]
+            yield row[0][0] + (f" ||| {row[0][-1]}" if args.with_alignments else "")
 
 
 def _score(args):
@@ -401,6 +406,9 @@ def build_parser():
                            help="sample from the nucleus: the fewest pieces holding P")
     translate.add_argument("--sampling-temperature", type=float, metavar="T",
                            help="sample with the log-probabilities divided by T (default 1)")
+    translate.add_argument("--with-alignments", action="store_true",
+                           help="append each hypothesis' alignment, 'i-j' per target piece "
+                                "(i: the source piece attended to most)")
     translate.add_argument("--target-prefix", metavar="FILE",
                            help="one line per source: the text its translation starts with "
                                 "(the search continues it; an empty line for none)")

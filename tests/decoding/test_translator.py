@@ -108,7 +108,7 @@ def test_beam_size_one_is_greedy_and_wider_beams_decode(
     assert len(hypotheses) == 6 and all(isinstance(h, str) for h in hypotheses)
     # Its score is the best hypothesis's log-probability (α = 0): finite, ≤ 0.
     source_ids, num_pieces, _ = beam.graph.encode(tf.constant(sources))
-    texts, beam_scores = beam.graph.decode(source_ids, num_pieces, model.head.inference_cache())
+    texts, beam_scores, _ = beam.graph.decode(source_ids, num_pieces, model.head.inference_cache())
     assert [text.decode("utf-8") for text in texts.numpy()[:, 0]] == hypotheses
     assert np.all(np.isfinite(beam_scores.numpy())) and np.all(beam_scores.numpy() <= 0)
 

@@ -102,7 +102,8 @@ def main():
         dtypes = {"length_penalty": tf.float32, "sampling_topp": tf.float32,
                   "sampling_temperature": tf.float32, "seed": tf.int64}
         for key in ("beam_size", "num_hypotheses", "replace_unk", "length_penalty",
-                    "sampling_topk", "sampling_topp", "sampling_temperature", "seed"):
+                    "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
+                    "with_alignments"):
             if key in inputs:
                 inputs[key] = tf.constant(inputs[key], dtypes.get(key, tf.int32))
         function = loaded[call["export"]].signatures[call["signature"]]

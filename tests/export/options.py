@@ -6,7 +6,8 @@ import tensorflow as tf
 
 DTYPES = {"beam_size": tf.int32, "length_penalty": tf.float32, "num_hypotheses": tf.int32,
           "replace_unk": tf.int32, "sampling_topk": tf.int32, "sampling_topp": tf.float32,
-          "sampling_temperature": tf.float32, "seed": tf.int64, "target_prefix": tf.string}
+          "sampling_temperature": tf.float32, "seed": tf.int64, "with_alignments": tf.int32,
+          "target_prefix": tf.string}
 
 
 def signature_options(**given):

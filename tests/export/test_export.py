@@ -27,9 +27,9 @@ SAMPLINGS = {  # per-request sampling options (the export's default width is 1)
     "sample topp": {"sampling_topp": 0.9, "sampling_temperature": 1.5, "seed": 11},
     "sample topk": {"sampling_topk": 3, "seed": 2**40 + 3, "beam_size": 1},
 }
-# Every kind on the tied head, one on the others (each costs a Translator's trace).
-SAMPLED = [("tied", key) for key in SAMPLINGS] + [("joint", "sample topp"),
-                                                  ("vmf", "sample topp")]
+# Every kind on the tied head, one on the vMF head (each costs a Translator's trace;
+# tests/export/test_three_hosts.py, slow, runs every feature on every head).
+SAMPLED = [("tied", key) for key in SAMPLINGS] + [("vmf", "sample topp")]
 BAD_SAMPLINGS = {  # options a sampling request cannot use → the message's start
     "topk -2": ({"sampling_topk": -2}, "`sampling_topk` must be >= 0"),
     "topp 0": ({"sampling_topp": 0.0}, "`sampling_topp` must be in (0, 1]"),
@@ -95,13 +95,15 @@ def served(exports, spanish_test_verses, english_test_verses, long_text):
     calls["sample some rows"] = server.call(
         "tied", spanish_test_verses, sampling_temperature=[-1.0, 1.0] * 4, seed=SAMPLE_SEED)
     calls["sample unset seed"] = server.call("tied", spanish_test_verses[:2], sampling_topk=0)
-    for name in HEADS:
+    for name in ("tied", "vmf"):
         calls[name, "score"] = server.call(name, spanish_test_verses,
                                            targets=english_test_verses)
-        calls[name, "prefix"] = server.call(name, spanish_test_verses, target_prefix=PREFIXES)
+    calls["tied", "prefix"] = server.call("tied", spanish_test_verses, target_prefix=PREFIXES)
 
     calls["tied", "prefix beam"] = server.call("tied", spanish_test_verses, beam_size=BEAM,
                                                target_prefix=PREFIXES)
+    calls["aligned"] = server.call("tied", spanish_test_verses, beam_size=[1, BEAM] * 4,
+                                   num_hypotheses=2, with_alignments=1)
     calls["prefix sample"] = server.call("tied", spanish_test_verses, target_prefix=PREFIXES,
                                          sampling_topp=0.9, seed=SAMPLE_SEED)
     calls["one prefix"] = server.call("tied", spanish_test_verses[:2], target_prefix="And")
@@ -220,7 +222,7 @@ def test_bad_sampling_options_are_refused_by_name(served, key):
     assert BAD_SAMPLINGS[key][1] in results[key]["message"], results[key]["message"]
 
 
-@pytest.mark.parametrize("name", list(HEADS))
+@pytest.mark.parametrize("name", ["tied", "vmf"])
 def test_the_score_signature_gives_the_scorer_s_numbers(served, tiny_models, tokenizer,
                                                          spanish_test_verses,
                                                          english_test_verses, name):
@@ -252,8 +254,8 @@ def test_the_score_signature_refuses_unpaired_requests(served):
     assert results["score empty"]["log_prob"] == []
 
 
-@pytest.mark.parametrize("name, key, options", [
-    *((name, "prefix", {}) for name in HEADS), ("tied", "prefix beam", {"beam_size": BEAM})])
+@pytest.mark.parametrize("name, key, options", [("tied", "prefix", {}),
+                                                ("tied", "prefix beam", {"beam_size": BEAM})])
 def test_a_target_prefix_is_continued_as_by_the_translator(served, tiny_models, tokenizer,
                                                             spanish_test_verses, name, key,
                                                             options):
@@ -272,6 +274,24 @@ def test_a_target_prefix_is_continued_as_by_the_translator(served, tiny_models, 
         if not prefix:
             assert results[name, key]["translations"][index][0] == \
                 translations(results[name, plain])[index]
+
+
+def test_alignments_equal_the_translator_s(served, tiny_models, tokenizer,
+                                           spanish_test_verses):
+    results, _ = served
+    model = tiny_models["tied"]
+    expected = {width: Translator(model, tokenizer, tokenizer, beam_size=width).translate(
+        spanish_test_verses, num_hypotheses=min(width, 2), with_alignments=True)
+        for width in (1, BEAM)}
+    outputs = results["aligned"]
+    for row, alignments in enumerate(outputs["alignments"]):
+        width = 1 if row % 2 == 0 else BEAM
+        wanted = expected[width][row] if width > 1 else [expected[width][row]]
+        assert alignments[:len(wanted)] == [alignment for _, alignment in wanted]
+        if width == 1:
+            assert alignments[1] == ""  # n-best capped at the width: a padding column
+        assert alignments[0].split() and alignments[0].split()[0].endswith("-0")
+    assert set(sum(results["tied", "greedy"]["alignments"], [])) == {""}  # not asked for
 
 
 def test_prefixes_sampling_and_refusals(served, tiny_models, tokenizer, spanish_test_verses):
@@ -451,7 +471,7 @@ def test_export_records_its_options(exports):
     assert config["head_cache"] == ["output_bias", "output_kernel"]
     for signature in ("serving_default", "translate"):
         assert config["signatures"][signature]["outputs"] == [
-            "translations", "scores", "beam_size", "truncated", "empty_source"]
+            "translations", "scores", "alignments", "beam_size", "truncated", "empty_source"]
     assert config["max_length_penalty"] == 10.0
     assert config["max_request_sources"] == MAX_REQUEST_SOURCES == 256
     assert config["max_request_pieces"] == MAX_REQUEST_PIECES == 16_384
@@ -465,5 +485,5 @@ def test_translate_options_have_recorded_defaults(served):
                                      "num_hypotheses": [-1], "replace_unk": [-1],
                                      "sampling_topk": [-1], "sampling_topp": [-1.0],
                                      "sampling_temperature": [-1.0], "seed": [-1],
-                                     "target_prefix": [""]}
+                                     "with_alignments": [-1], "target_prefix": [""]}
     assert defaults["serving_default"] == {}

@@ -58,6 +58,9 @@ def test_replace_unk_is_refused_where_the_model_cannot_align(tiny_models, tokeni
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match=r"`replace_unk` is not available in this export"):
             call(module, ["Y dijo Dios", "Sea la luz"], replace_unk)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"`with_alignments` is not available in this export"):
+        module.translate(tf.constant(["Y dijo Dios"]), **signature_options(with_alignments=1))
     outputs = call(module, ["Y dijo Dios", ""], [0])
     assert outputs["translations"].shape == (2, 1)
     assert outputs["empty_source"].numpy().tolist() == [False, True]

@@ -30,7 +30,7 @@ def test_request_bodies_follow_the_signatures():
                                     "num_hypotheses": -1, "replace_unk": 1,
                                     "sampling_topk": -1, "sampling_topp": -1.0,
                                     "sampling_temperature": -1.0, "seed": -1,
-                                    "target_prefix": ""}
+                                    "with_alignments": -1, "target_prefix": ""}
     body = rest_client.build_request(["a"], sampling_topp=0.9, seed=3)
     assert body["instances"][0]["sampling_topp"] == 0.9 and body["instances"][0]["seed"] == 3
     with pytest.raises(TypeError, match="sampling_top_k"):

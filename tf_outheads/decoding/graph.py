@@ -38,7 +38,8 @@ from tf_outheads.decoding.sampling import Sampling, row_seeds
 from tf_outheads.decoding.unk import replace_unknown_words
 
 OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
-                "sampling_topk", "sampling_topp", "sampling_temperature", "seed")
+                "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
+                "with_alignments")
 SAMPLING_NAMES = ("sampling_topk", "sampling_topp", "sampling_temperature")
 _CPU = "/cpu:0"
 
@@ -147,6 +148,7 @@ class TranslationGraph:
 
         Returns:
             dict: `translations` `(B, n)` string, `scores` `(B, n)` float32,
+            `alignments` `(B, n)` string (`alignment_texts`, where asked for),
             `beam_size` `(B,)` int32, `truncated` `(B,)` bool, `empty_source`
             `(B,)` bool.
         """
@@ -184,11 +186,13 @@ class TranslationGraph:
         prefix = None
         if target_prefix is not None:
             prefix = self.encode_prefix(tf.broadcast_to(target_prefix, [batch_size]))
-        translations, scores = self.decode(source_ids, num_pieces, cache, options, seeds,
+        translations, scores, alignments = self.decode(source_ids, num_pieces, cache, options,
+                                                       seeds,
                                            prefix)
         return {
             "translations": translations,  # (B, n)
             "scores": scores,  # (B, n)
+            "alignments": alignments,  # (B, n): "i-j" pairs where asked for, else ""
             # (B,) the width each row was decoded with
             "beam_size": (tf.fill([batch_size], self.beam_size) if options is None
                           else options["beam_size"]),
@@ -251,6 +255,12 @@ class TranslationGraph:
              "negative (-1) for the export default. Received: length_penalty=",
              length_penalty], summarize=16, name="check_length_penalty"))
         if not self.can_replace_unk:
+            asked = options["with_alignments"]
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all(asked <= 0),
+                ["`with_alignments` is not available in this export (its model has no "
+                 "source_alignments): send 0 or -1. Received: with_alignments=", asked],
+                summarize=16, name="check_with_alignments"))
             replace_unk = options["replace_unk"]
             checks.append(tf.debugging.Assert(
                 tf.reduce_all(replace_unk <= 0),
@@ -320,6 +330,7 @@ class TranslationGraph:
             "length_penalty": per_row("length_penalty", self.length_penalty, lambda v: v < 0),
             "num_hypotheses": tf.clip_by_value(num_hypotheses, 1, beam_size),
             "replace_unk": per_row("replace_unk", int(self.replace_unk), lambda v: v < 0) > 0,
+            "with_alignments": per_row("with_alignments", 0, lambda v: v < 0) > 0,
             "sampling": sampling,
             "sampling_topk": per_row("sampling_topk", default["topk"], lambda v: v < 0),
             "sampling_topp": per_row("sampling_topp", default["topp"], lambda v: v < 0),
@@ -349,8 +360,10 @@ class TranslationGraph:
         with tf.device(_CPU):
             return pieces.to_tensor(PAD_ID), tf.cast(pieces.row_lengths(), tf.int32)
 
-    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None, prefix=None):
-        """Source ids `(B, S)` → translations `(B, n)` string and scores `(B, n)`.
+    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None, prefix=None,
+               alignments=False):
+        """Source ids `(B, S)` → translations `(B, n)` string, scores `(B, n)` and
+        alignments `(B, n)` string (`alignment_texts`; `""` where not asked for).
 
         Args:
             source_ids, num_pieces: as `encode` returns them (rows of it).
@@ -358,6 +371,8 @@ class TranslationGraph:
             seeds: uint32 `(B,)`, each row's sampling seed (`row_seeds`); needed
                 when a row samples.
             prefix: `None` or `(ids (B, P), lengths (B,))` (`encode_prefix`).
+            alignments: bool, with `options=None`: also the alignments (per row:
+                the `with_alignments` option).
             options: `None`: every row with the defaults, and only their search
                 in the graph. Or per-row options as `resolve_options` returns
                 them: rows grouped by width, one search per width of
@@ -373,10 +388,11 @@ class TranslationGraph:
                 sampling = Sampling(seeds=seeds, **self.sampling)
             return self._translate_rows(
                 self.beam_size, source_ids, num_pieces, cache, self.length_penalty,
-                self.num_hypotheses, self.replace_unk, self.num_hypotheses, sampling, prefix)
+                self.num_hypotheses, self.replace_unk, self.num_hypotheses, sampling, prefix,
+                bool(alignments))
         n_best = options["num_hypotheses"]
         n_out = tf.reduce_max(tf.concat([n_best, [1]], axis=0))
-        indices, texts, scores = [], [], []
+        indices, texts, scores, aligned = [], [], [], []
         for width in self.beam_sizes:
             rows = tf.cast(tf.where(tf.equal(options["beam_size"], width))[:, 0], tf.int32)
 
@@ -394,19 +410,24 @@ class TranslationGraph:
                 return self._translate_rows(
                     width, tf.gather(source_ids, rows), tf.gather(num_pieces, rows), cache,
                     tf.gather(options["length_penalty"], rows), tf.gather(n_best, rows),
-                    tf.gather(options["replace_unk"], rows), n_out, sampling, group_prefix)
+                    tf.gather(options["replace_unk"], rows), n_out, sampling, group_prefix,
+                    tf.gather(options["with_alignments"], rows))
 
-            group_texts, group_scores = tf.cond(
+            group_texts, group_scores, group_alignments = tf.cond(
                 tf.size(rows) > 0, group,
-                lambda: (tf.fill([0, n_out], ""), tf.zeros([0, n_out], tf.float32)))
+                lambda: (tf.fill([0, n_out], ""), tf.zeros([0, n_out], tf.float32),
+                         tf.fill([0, n_out], "")))
             indices.append(rows)
             texts.append(group_texts)
             scores.append(group_scores)
-        return tf.dynamic_stitch(indices, texts), tf.dynamic_stitch(indices, scores)
+            aligned.append(group_alignments)
+        return (tf.dynamic_stitch(indices, texts), tf.dynamic_stitch(indices, scores),
+                tf.dynamic_stitch(indices, aligned))
 
     def _translate_rows(self, width, source_ids, num_pieces, cache, length_penalty,
-                        num_hypotheses, replace, n_out, sampling=None, prefix=None):
-        """Rows decoded with one width → texts and scores `(b, n_out)`.
+                        num_hypotheses, replace, n_out, sampling=None, prefix=None,
+                        align=False):
+        """Rows decoded with one width → texts, scores and alignments `(b, n_out)`.
 
         The options are Python values (the same for every row: the search is
         chosen when traced) or `(b,)` tensors.
@@ -416,16 +437,19 @@ class TranslationGraph:
         ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
                                   num_hypotheses, sampling, prefix)
         texts = self.texts(ids, source_ids, replace)
+        aligned = self.alignment_texts(ids, source_ids, align)
         # Columns: the row's own n-best size, padded to the widest asked for.
-        texts, scores = texts[:, :n_out], scores[:, :n_out]
+        texts, scores, aligned = texts[:, :n_out], scores[:, :n_out], aligned[:, :n_out]
         if isinstance(num_hypotheses, int):
-            return texts, scores
+            return texts, scores, aligned
         missing = n_out - tf.shape(texts)[1]
         group_size = tf.shape(texts)[0]
         texts = tf.concat([texts, tf.fill([group_size, missing], "")], axis=1)
+        aligned = tf.concat([aligned, tf.fill([group_size, missing], "")], axis=1)
         scores = tf.concat([scores, tf.fill([group_size, missing], float("-inf"))], axis=1)
         wanted = tf.range(n_out)[tf.newaxis, :] < num_hypotheses[:, tf.newaxis]
-        return tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf"))
+        return (tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf")),
+                tf.where(wanted, aligned, ""))
 
     def search(self, width, source_ids, num_pieces, cache, length_penalty=0.0,
                num_hypotheses=1, sampling=None, prefix=None):
@@ -501,6 +525,47 @@ class TranslationGraph:
         # No second search for rows without a prefix: the graph (the export's) stays
         # half the size, and the forcing costs one select over the step's scores.
         return sampled_or_not(True)
+
+    def alignment_texts(self, ids, source_ids, align):
+        """Hypotheses `(b, n, T)` → their alignments `(b, n)` string, `""` where `align`
+        (a Python bool, or `(b,)` bool per row) is off.
+
+        One `"i-j"` pair per target piece j (EOS not counted), i the source piece its
+        decoder state attended to most (the source's EOS and padding excluded): the
+        model's `source_alignments` on a teacher-forced pass over the hypothesis
+        (LSTM: its attention; Transformer: the last cross-attention layer averaged over
+        heads), 0-based piece indices, fast_align's order (source-target). Only batches
+        with a row asking pay for the pass.
+        """
+        shape = tf.shape(ids)
+        flat_ids = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # (b·n, T)
+        empty = tf.fill([shape[0] * shape[1]], "")
+        if align is False or not self.can_replace_unk:
+            return tf.reshape(empty, shape[:2])
+        flat_align = tf.repeat(tf.broadcast_to(align, shape[:1]), shape[1])
+        lengths = tf.reduce_sum(tf.cast(tf.logical_and(tf.not_equal(flat_ids, PAD_ID),
+                                                       tf.not_equal(flat_ids, EOS_ID)),
+                                        tf.int32), axis=1)
+
+        def aligned():
+            sources = tf.repeat(source_ids, shape[1], axis=0)
+            target_in = tf.concat(
+                [tf.fill([tf.shape(flat_ids)[0], 1], BOS_ID), flat_ids[:, :-1]], axis=1)
+            weights = self.model.source_alignments(sources, target_in)  # (b·n, T, S)
+            real = tf.logical_and(tf.not_equal(sources, PAD_ID), tf.not_equal(sources, EOS_ID))
+            weights = tf.where(real[:, tf.newaxis, :], tf.cast(weights, tf.float32), -1.0)
+            source_positions = tf.argmax(weights, axis=-1, output_type=tf.int32)  # (b·n, T)
+            with tf.device(_CPU):
+                pairs = tf.strings.join([
+                    tf.strings.as_string(source_positions), "-",
+                    tf.strings.as_string(tf.broadcast_to(tf.range(shape[2])[tf.newaxis, :],
+                                                         tf.shape(source_positions)))])
+                texts = tf.strings.reduce_join(
+                    tf.RaggedTensor.from_tensor(pairs, lengths=lengths), axis=1, separator=" ")
+            return tf.where(flat_align, texts, "")
+
+        wanted = tf.logical_and(tf.reduce_any(flat_align), shape[2] > 0)
+        return tf.reshape(tf.cond(wanted, aligned, lambda: empty), shape[:2])
 
     def texts(self, ids, source_ids, replace):
         """Hypotheses `(b, n, T)` → strings `(b, n)`; `<unk>` replaced where `replace`

@@ -47,13 +47,19 @@ def with_target_prefix(step_fn, state, prefix_ids, prefix_lengths):
         prefix = state[_KEY]
         step = prefix["step"]
         inside = step < prefix["lengths"]  # (B,)
-        column = tf.minimum(step, tf.maximum(width - 1, 0))
-        forced = tf.gather(tf.concat([prefix["ids"], tf.fill([tf.shape(step)[0], 1], PAD_ID)],
-                                     axis=1), column, batch_dims=1)  # (B,)
-        vocab = tf.shape(log_scores)[-1]
-        is_forced = tf.equal(tf.range(vocab)[tf.newaxis, :], forced[:, tf.newaxis])
-        keep = tf.logical_or(tf.logical_not(inside)[:, tf.newaxis], is_forced)
-        log_scores = tf.where(keep, log_scores, tf.constant(float("-inf"), log_scores.dtype))
+
+        def force():
+            column = tf.minimum(step, tf.maximum(width - 1, 0))
+            forced = tf.gather(tf.concat([prefix["ids"],
+                                          tf.fill([tf.shape(step)[0], 1], PAD_ID)], axis=1),
+                               column, batch_dims=1)  # (B,)
+            vocab = tf.shape(log_scores)[-1]
+            is_forced = tf.equal(tf.range(vocab)[tf.newaxis, :], forced[:, tf.newaxis])
+            keep = tf.logical_or(tf.logical_not(inside)[:, tf.newaxis], is_forced)
+            return tf.where(keep, log_scores, tf.constant(float("-inf"), log_scores.dtype))
+
+        # Past every row's prefix (or without any), a step pays one reduction only.
+        log_scores = tf.cond(tf.reduce_any(inside), force, lambda: log_scores)
         return log_scores, {"model": model_state,
                             _KEY: dict(prefix, step=step + 1)}
 

@@ -163,7 +163,7 @@ class Translator:
             self._cache_fingerprint = fingerprint
         return self._cache
 
-    def _compile(self, cache, num_hypotheses, with_prefix):
+    def _compile(self, cache, num_hypotheses, with_prefix, with_alignments):
         """A batch of source ids → its `num_hypotheses` best translations and scores
         `(b, n)`, in one `tf.function` (that search only), traced once for every batch
         shape: batches differ in size and width, and tracing costs seconds (without the
@@ -186,14 +186,17 @@ class Translator:
 
         def decode(source_ids, num_pieces, cache, seeds, *prefix):
             return graph.decode(source_ids, num_pieces, cache, seeds=seeds,
-                                prefix=prefix or None)
+                                prefix=prefix or None, alignments=with_alignments)
 
         return tf.function(decode, input_signature=signature, autograph=False)
 
-    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses, seeds, prefix=()):
-        key = num_hypotheses if not prefix else (num_hypotheses, "prefix")
+    def _decode_batch(self, source_ids, num_pieces, cache, num_hypotheses, seeds, prefix=(),
+                      alignments=False):
+        key = (num_hypotheses if not prefix and not alignments
+               else (num_hypotheses, bool(prefix), alignments))
         if key not in self._decoders:
-            self._decoders[key] = self._compile(cache, num_hypotheses, bool(prefix))
+            self._decoders[key] = self._compile(cache, num_hypotheses, bool(prefix),
+                                                alignments)
         try:
             return self._decoders[key](source_ids, num_pieces, cache, seeds, *prefix)
         except tf.errors.NotFoundError:
@@ -202,7 +205,8 @@ class Translator:
             # and trace again, once.
             for tokenizer in (self.source_tokenizer, self.target_tokenizer):
                 tokenizer.ensure_resource()
-            self._decoders[key] = self._compile(cache, num_hypotheses, bool(prefix))
+            self._decoders[key] = self._compile(cache, num_hypotheses, bool(prefix),
+                                                alignments)
             return self._decoders[key](source_ids, num_pieces, cache, seeds, *prefix)
 
     def _prefixes(self, target_prefix, count, num_pieces):
@@ -236,7 +240,7 @@ class Translator:
         return string_tensor(sentences, "sentences")
 
     def translate(self, sentences, num_hypotheses=None, with_scores=False, seed=None,
-                  target_prefix=None):
+                  target_prefix=None, with_alignments=False):
         """Translate raw source strings.
 
         Args:
@@ -258,6 +262,12 @@ class Translator:
                 prefix pieces' log-probabilities too. A prefix needs as many
                 pieces of the source's output limit (`max_length_ratio` ×
                 (source pieces + 1) + `max_length_offset`).
+            with_alignments: bool, also return each hypothesis' alignment: one
+                `"i-j"` pair per target piece j (EOS not counted), i the source
+                piece (0-based, EOS not counted) the decoder attended to most
+                when it chose it (`TranslationGraph.alignment_texts`), as
+                fast_align writes them. Pieces are the tokenizers' (`tokenize`).
+                Needs a model with `source_alignments`.
 
         Returns:
             In input order, one item per source (`""` for a source with no
@@ -265,6 +275,8 @@ class Translator:
             (str); with scores, a `(translation, score)` tuple; with
             `num_hypotheses > 1`, a list of `num_hypotheses` such items, best
             first (for a source with no piece, `""` then `("", -inf)` padding).
+            With alignments, each item is a tuple ending with its alignment:
+            `(translation, alignment)` or `(translation, score, alignment)`.
 
         Raises:
             ValueError: an item that is neither str nor bytes, `num_hypotheses`
@@ -278,6 +290,10 @@ class Translator:
         """
         n_best = (self.num_hypotheses if num_hypotheses is None
                   else check_num_hypotheses(num_hypotheses, self.beam_size))
+        if with_alignments and not self.graph.can_replace_unk:
+            raise ValueError("`with_alignments=True` needs a model with "
+                             "`source_alignments(source_ids, target_in)`. Received: a "
+                             f"{type(self.model).__name__} without it")
         seed = check_seed(seed)
         sentences = list(sentences)
         self.truncated_indices = []
@@ -306,6 +322,7 @@ class Translator:
         # tokenizer drops) translates to "" and is not decoded, as in the
         # exported signature.
         texts = [[""] * n_best for _ in sentences]
+        alignments = [[""] * n_best for _ in sentences]
         scores = [[0.0] + [float("-inf")] * (n_best - 1) for _ in sentences]
         # Sorting by length keeps padding (and wasted decoder steps) small.
         order = np.argsort(num_pieces, kind="stable")
@@ -319,15 +336,19 @@ class Translator:
             if prefix_ids is not None and prefix_lengths[indices].max() > 0:
                 prefix = (prefix_ids[indices, :prefix_lengths[indices].max()],
                           prefix_lengths[indices])
-            batch_texts, batch_scores = self._decode_batch(
+            batch_texts, batch_scores, batch_alignments = self._decode_batch(
                 source_ids[indices, :width], num_pieces[indices], cache, n_best,
-                seeds[indices], prefix)
-            for index, row, row_scores in zip(indices, batch_texts.numpy(),
-                                              batch_scores.numpy()):
+                seeds[indices], prefix, bool(with_alignments))
+            for index, row, row_scores, row_alignments in zip(
+                    indices, batch_texts.numpy(), batch_scores.numpy(),
+                    batch_alignments.numpy()):
                 texts[index] = [text.decode("utf-8") for text in row]
                 scores[index] = [float(score) for score in row_scores]
-        if with_scores:
-            outputs = [list(zip(row, row_scores)) for row, row_scores in zip(texts, scores)]
+                alignments[index] = [text.decode("utf-8") for text in row_alignments]
+        columns = [texts] + ([scores] if with_scores else []) + (
+            [alignments] if with_alignments else [])
+        if len(columns) > 1:
+            outputs = [list(zip(*rows)) for rows in zip(*columns)]
         else:
             outputs = texts
         return outputs if n_best > 1 else [row[0] for row in outputs]

@@ -98,7 +98,8 @@ SIGNATURE_KEYS = ("serving_default", "translate", "score")
 CONFIG_PATH = os.path.join("assets.extra", "tf_outheads_export.json")
 # What `saved_model_cli` and servers see: input and output names.
 SOURCES = "sources"
-OUTPUT_NAMES = ("translations", "scores", "beam_size", "truncated", "empty_source")
+OUTPUT_NAMES = ("translations", "scores", "alignments", "beam_size", "truncated",
+                "empty_source")
 TARGETS = "targets"
 TARGET_PREFIX = "target_prefix"
 SCORE_OUTPUT_NAMES = ("log_prob", "tokens", "token_log_probs", "pieces", "truncated")
@@ -168,7 +169,9 @@ class TranslatorModule(tf.Module):
         name: str. Module name. Defaults to `"translator"`.
 
     Outputs: `translations` `(batch, n)` string, `scores` `(batch, n)`
-    float32, `beam_size` `(batch,)` int32 (the width each row was decoded
+    float32, `alignments` `(batch, n)` string (with `with_alignments` > 0: one
+    `"i-j"` pair per target piece, i the most-attended source piece, as
+    fast_align writes them; `""` otherwise), `beam_size` `(batch,)` int32 (the width each row was decoded
     with), `truncated` `(batch,)` bool (pieces dropped past
     `max_source_length - 1`) and `empty_source` `(batch,)` bool (the source
     has no subword piece, so nothing was decoded for it).
@@ -279,10 +282,10 @@ class TranslatorModule(tf.Module):
                       num_hypotheses=default_int, replace_unk=default_int,
                       sampling_topk=default_int, sampling_topp=default_float,
                       sampling_temperature=default_float, seed=default_seed,
-                      target_prefix=no_prefix):
+                      with_alignments=default_int, target_prefix=no_prefix):
             options = dict(zip(OPTION_NAMES, (
                 beam_size, length_penalty, num_hypotheses, replace_unk, sampling_topk,
-                sampling_topp, sampling_temperature, seed)))
+                sampling_topp, sampling_temperature, seed, with_alignments)))
             # The head's weight-only tensors, read once per call, never per step.
             cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
             return self._graph.translate(sources, cache, options, target_prefix)
@@ -291,7 +294,7 @@ class TranslatorModule(tf.Module):
             # The same concrete function as `translate`: traced and saved once.
             return self.translate(sources, default_int, default_float, default_int,
                                   default_int, default_int, default_float, default_float,
-                                  default_seed, no_prefix)
+                                  default_seed, default_int, no_prefix)
 
         # No AutoGraph: the graph's code uses tf.while_loop / tf.cond itself, and
         # converting the searches and the model's step costs seconds per trace.
@@ -305,6 +308,7 @@ class TranslatorModule(tf.Module):
             tf.TensorSpec([None], tf.float32, name="sampling_topp"),
             tf.TensorSpec([None], tf.float32, name="sampling_temperature"),
             tf.TensorSpec([None], tf.int64, name="seed"),
+            tf.TensorSpec([None], tf.int32, name="with_alignments"),
             tf.TensorSpec([None], tf.string, name=TARGET_PREFIX),
         ])
         self.serve = tf.function(serve, input_signature=[sources], autograph=False)
