@@ -26,7 +26,7 @@ def models(bible_tokenizer):
     return _models(bible_tokenizer.vocab_size)
 
 
-@pytest.mark.parametrize("name", ["lstm", "transformer"])
+@pytest.mark.parametrize("name", ["lstm", pytest.param("transformer", marks=pytest.mark.slow)])
 def test_each_output_piece_gets_its_most_attended_source_piece(models, bible_tokenizer,
                                                                bible_slice, name):
     model = models[name]

@@ -64,7 +64,9 @@ def test_the_greedy_output_s_own_start_gives_the_greedy_output(model, bible_toke
         np.testing.assert_allclose(continued_scores, scores, atol=1e-4)
 
 
-@pytest.mark.parametrize("options", [{}, {"beam_size": 3}, {"sampling_topk": 0, "seed": 4}])
+@pytest.mark.parametrize("options", [
+    {}, pytest.param({"beam_size": 3}, marks=pytest.mark.slow),  # beam traces cost ~25 s
+    {"sampling_topk": 0, "seed": 4}])
 def test_an_output_starts_with_its_prefix_and_scores_as_forced_decoding(
         model, bible_tokenizer, bible_slice, options):
     sources = bible_slice.sources[:4]

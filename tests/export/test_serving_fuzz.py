@@ -131,6 +131,7 @@ def random_options(rng, batch_size):
         "length_penalty": [-1.0, -5.0, 0.0, 0.6, 1.0, MAX_LENGTH_PENALTY],
         "num_hypotheses": [-1, 0, 1, 2, BEAM, 7],
         "replace_unk": [-1, 0, 1, 2],
+        "with_alignments": [-1, 0, 1],
     }
     options = {}
     for name, values in choices.items():
@@ -156,7 +157,9 @@ def check_outputs(outputs, sources, pieces, options):
     batch_size = len(sources)
     widths, n_best = expected_widths(options, batch_size)
     n_out = max([1, *n_best])
-    assert set(outputs) == {"translations", "scores", "beam_size", "truncated", "empty_source"}
+    assert set(outputs) == {"translations", "scores", "alignments", "beam_size", "truncated",
+                            "empty_source"}
+    assert outputs["alignments"].shape == (batch_size, n_out)  # "" where not asked for
     assert outputs["translations"].dtype == tf.string
     assert outputs["translations"].shape == (batch_size, n_out)
     assert outputs["scores"].dtype == tf.float32 and outputs["scores"].shape == (batch_size, n_out)

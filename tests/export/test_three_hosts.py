@@ -108,11 +108,12 @@ def _assert_same(first, second):
                                rtol=1e-4)
 
 
-@pytest.mark.parametrize("feature", ["n-best+alignments", "sampling", "prefix", "prefix-beam"])
+@pytest.mark.parametrize("feature", ["n-best+alignments", "sampling", "prefix", "prefix-beam",
+                                     "prefix+top-k"])
 def test_python_the_cli_and_the_saved_model_agree(run, tmp_path, feature):
     name, run_dir, model, tokenizer, loaded = run
-    if feature == "prefix-beam" and name != "tied":
-        pytest.skip("a prefix in beam search: the tied head's run only (time)")
+    if feature in ("prefix-beam", "prefix+top-k") and name != "tied":
+        pytest.skip("a combination: the tied head's run only (time)")
     prefix_file = _write(tmp_path / "prefix", PREFIXES)
     python_options, cli_options, signature, call, n = {
         "sampling": ({"sampling_topp": 0.9, "sampling_temperature": 1.3, "seed": SEED},
@@ -124,6 +125,11 @@ def test_python_the_cli_and_the_saved_model_agree(run, tmp_path, feature):
         "prefix-beam": ({"beam_size": 4}, ["--target-prefix", prefix_file, "--beam-size", "4"],
                         {"target_prefix": PREFIXES, "beam_size": 4},
                         {"target_prefix": PREFIXES}, 1),
+        "prefix+top-k": ({"sampling_topk": 3, "seed": 2**40 + 3},
+                         ["--target-prefix", prefix_file, "--sampling-topk", "3", "--seed",
+                          str(2**40 + 3)],
+                         {"target_prefix": PREFIXES, "sampling_topk": 3, "seed": 2**40 + 3},
+                         {"target_prefix": PREFIXES}, 1),
         "n-best+alignments": ({"beam_size": 4}, ["--beam-size", "4", "--n-best", "2",
                                                  "--with-alignments"],
                               {"beam_size": 4, "num_hypotheses": 2, "with_alignments": 1},

@@ -508,6 +508,7 @@ def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run
                   "--n-best", "2"])
 
 
+@pytest.mark.slow  # tests/export/test_three_hosts.py checks it on four heads too
 def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Translator
     from tf_outheads_zoo.train import load_run
@@ -530,6 +531,11 @@ def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, 
     assert [text for _, text, _ in lines] == [text for text, _ in expected]
     assert [float(score) for *_, score in lines] == pytest.approx(
         [score for _, score in expected], abs=1e-5)
+
+
+def test_translate_refuses_bad_sampling_options_by_name(trained_run, tmp_path, capsys):
+    source = tmp_path / "src.txt"
+    source.write_text("Y dijo Dios: Sea la luz.\n", encoding="utf-8")
     for bad, message in ((["--sampling-topp", "0"], r"`sampling_topp` must be a number in "
                                                     r"\(0, 1\]\. Received: sampling_topp=0\.0"),
                          (["--sampling-topk", "-3"], r"`sampling_topk` must be an int >= 0"),
@@ -540,6 +546,7 @@ def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, 
         assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.slow  # tests/export/test_three_hosts.py checks it on four heads too
 def test_translate_continues_target_prefixes_as_the_python_api(trained_run, tmp_path,
                                                                 capsys):
     from tf_outheads.decoding import Translator
