@@ -36,7 +36,11 @@ def test_dry_run_runs_every_measurement_and_gathers_them(tmp_path):
         assert all(row["tokens_per_second"]["median"] > 0 for row in runs[name]["rows"]), name
     for name in ("decode-lstm-pappas", "decode-transformer-base"):
         rows = runs[name]["throughput"]["rows"]
-        assert {row["beam_size"] for row in rows} == {1, 4}, name
+        searches = [row for row in rows if row["decoder"] in ("translator", "savedmodel")]
+        assert {row["beam_size"] for row in searches} == {1, 4}, name
+        # decode.py's other rows: sampling (width 1) and forced-decoding scoring.
+        assert sorted((row["decoder"], row["beam_size"]) for row in rows
+                      if row not in searches) == [("sampling", 1), ("scoring", 0)], name
     assert "transformer" in runs["decode-transformer-base"]["config"]["preset"]
 
 

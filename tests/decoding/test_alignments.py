@@ -38,7 +38,8 @@ def test_each_output_piece_gets_its_most_attended_source_piece(models, bible_tok
     # In a graph: an eager beam search would take many seconds.
     ids, _ = tf.function(lambda: graph.search(2, source_ids, num_pieces, cache,
                                               num_hypotheses=2), autograph=False)()
-    texts = graph.alignment_texts(ids, source_ids, True).numpy()
+    _, texts = graph.texts(ids, source_ids, False, True)
+    texts = texts.numpy()
     assert texts.shape == (4, 2)
     for row in range(4):
         for column in range(2):
@@ -50,7 +51,7 @@ def test_each_output_piece_gets_its_most_attended_source_piece(models, bible_tok
             expected = [f"{int(np.argmax(weights[j, :num_pieces[row]]))}-{j}"
                         for j in range(len(pieces))]
             assert texts[row, column].decode().split() == expected
-    assert graph.alignment_texts(ids, source_ids, False).numpy().tolist() == [[b""] * 2] * 4
+    assert graph.texts(ids, source_ids, False, False)[1].numpy().tolist() == [[b""] * 2] * 4
 
 
 def test_the_translator_returns_alignments_with_its_hypotheses(models, bible_tokenizer,

@@ -450,6 +450,7 @@ def test_loss_steps_see_the_decoder_outputs_whatever_the_loss():
         assert model(x, training=False).shape[-1] == 60
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_fit_under_mixed_precision():
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
@@ -485,6 +486,7 @@ def test_label_smoothing_and_loss_together_is_refused():
                                 loss=SampledSoftmaxLoss(fraction=0.5))
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_keras_file_round_trip_keeps_the_sampled_loss(tmp_path):
     x, y = _seq2seq_data()
     model = _small_model(JOINT)

@@ -80,7 +80,8 @@ def test_fused_decoder_matches_autodiff_of_the_step(num_layers, input_feeding, a
 
 
 @pytest.mark.parametrize("num_layers,attention_score,dropout",
-                         [(1, "general", 0.3), (2, "dot", 0.0),
+                         [(1, "general", 0.3),
+                          pytest.param(2, "dot", 0.0, marks=pytest.mark.slow),
                           pytest.param(3, "general", 0.3, marks=pytest.mark.slow)])
 def test_whole_sequence_decoder_without_input_feeding_matches_the_step(num_layers,
                                                                        attention_score,
@@ -115,6 +116,7 @@ def test_sequence_lstm_is_keras_lstm_layer():
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_fused_decoder_under_xla_matches_the_graph():
     model, source, target_in, weights = make(2, dropout=0.0)
     graph = outputs_and_gradients(model, source, target_in, weights, fused=True)
@@ -123,6 +125,7 @@ def test_fused_decoder_under_xla_matches_the_graph():
     assert_same(model, graph, xla, rtol=1e-4)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_fused_decoder_in_bfloat16():
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
     try:

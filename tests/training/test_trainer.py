@@ -339,6 +339,7 @@ class _SignalAt(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_sigterm_backs_up_the_step_and_resumes_like_an_uninterrupted_run(tmp_path):
     # Backups every 4 steps; SIGTERM after step 5 (mid-epoch 2): the trainer
     # writes a backup of step 5 and raises, the handler is removed again; the

@@ -127,6 +127,7 @@ def test_steps_give_the_losses_the_decoder_outputs_logits_elsewhere():
                                rtol=1e-5)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_history_logs_nll_and_rewe_separately_and_their_weighted_sum():
     x, y = make_batch()
     model = compile_rewe(make_model(dropout=0.0), weight=20.0)

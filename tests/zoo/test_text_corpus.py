@@ -21,6 +21,7 @@ def small_corpus(tmp_path_factory):
     return write_corpus_slice(tmp_path_factory.mktemp("corpus") / "small.tsv", 600, 30, 30)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_text_files_give_the_batches_of_the_same_pairs_in_a_tsv(small_corpus, tmp_path):
     directory = write_text_files(small_corpus, str(tmp_path / "text"))
     tsv = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400})

@@ -217,6 +217,7 @@ def test_beam_search_hypotheses_score_what_the_full_pass_scores(cache):
     assert (flat_lengths == max_length).any() and (flat_lengths < max_length).any()
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_decoding_compiles_with_xla_and_equals_eager():
     model = make_model("tied", "post", seed=4)
     source, _ = make_batch()

@@ -148,7 +148,7 @@ class TranslationGraph:
 
         Returns:
             dict: `translations` `(B, n)` string, `scores` `(B, n)` float32,
-            `alignments` `(B, n)` string (`alignment_texts`, where asked for),
+            `alignments` `(B, n)` string (`texts`, where asked for),
             `beam_size` `(B,)` int32, `truncated` `(B,)` bool, `empty_source`
             `(B,)` bool.
         """
@@ -187,8 +187,7 @@ class TranslationGraph:
         if target_prefix is not None:
             prefix = self.encode_prefix(tf.broadcast_to(target_prefix, [batch_size]))
         translations, scores, alignments = self.decode(source_ids, num_pieces, cache, options,
-                                                       seeds,
-                                           prefix)
+                                                       seeds, prefix)
         return {
             "translations": translations,  # (B, n)
             "scores": scores,  # (B, n)
@@ -215,19 +214,21 @@ class TranslationGraph:
             "request (max_request_sources). Split it into requests of at most {} sources.",
             (num_sources, limit, limit))], name="check_request_sources")]
 
-    def check_request_pieces(self, num_pieces):
+    def check_request_pieces(self, num_pieces, texts="its sources", each="each source",
+                             verb="translates"):
         """`[]`, or an assert refusing more than `max_request_pieces` pieces in all.
 
-        `num_pieces`: `(B,)`, each source's pieces after its cut to
-        `max_source_length - 1`. The message is as `check_request_sources`.
+        `num_pieces`: `(B,)`, each row's pieces after its cut to `max_source_length -
+        1`. The message is as `check_request_sources`; `texts`, `each` and `verb` name
+        what was counted (the `score` signature counts both sides of each pair).
         """
         if self.max_request_pieces is None:
             return []
         limit = self.max_request_pieces
         total = tf.reduce_sum(num_pieces)
         return [tf.debugging.Assert(total <= limit, [tf.strings.format(
-            "Request too large: its sources hold {} subword pieces (each source counted up "
-            "to {}); this export translates at most {} per request (max_request_pieces). "
+            f"Request too large: {texts} hold {{}} subword pieces ({each} counted up "
+            f"to {{}}); this export {verb} at most {{}} per request (max_request_pieces). "
             "Split it into smaller requests.",
             (total, self.max_source_length - 1, limit))], name="check_request_pieces")]
 
@@ -255,18 +256,12 @@ class TranslationGraph:
              "negative (-1) for the export default. Received: length_penalty=",
              length_penalty], summarize=16, name="check_length_penalty"))
         if not self.can_replace_unk:
-            asked = options["with_alignments"]
-            checks.append(tf.debugging.Assert(
-                tf.reduce_all(asked <= 0),
-                ["`with_alignments` is not available in this export (its model has no "
-                 "source_alignments): send 0 or -1. Received: with_alignments=", asked],
-                summarize=16, name="check_with_alignments"))
-            replace_unk = options["replace_unk"]
-            checks.append(tf.debugging.Assert(
-                tf.reduce_all(replace_unk <= 0),
-                ["`replace_unk` is not available in this export (its model has no "
-                 "source_alignments): send 0 or -1. Received: replace_unk=", replace_unk],
-                summarize=16, name="check_replace_unk"))
+            for name in ("replace_unk", "with_alignments"):  # both read the attention
+                checks.append(tf.debugging.Assert(
+                    tf.reduce_all(options[name] <= 0),
+                    [f"`{name}` is not available in this export (its model has no "
+                     f"source_alignments): send 0 or -1. Received: {name}=", options[name]],
+                    summarize=16, name=f"check_{name}"))
         topk, topp = options["sampling_topk"], options["sampling_topp"]
         temperature = options["sampling_temperature"]
         checks.append(tf.debugging.Assert(
@@ -363,7 +358,7 @@ class TranslationGraph:
     def decode(self, source_ids, num_pieces, cache, options=None, seeds=None, prefix=None,
                alignments=False):
         """Source ids `(B, S)` → translations `(B, n)` string, scores `(B, n)` and
-        alignments `(B, n)` string (`alignment_texts`; `""` where not asked for).
+        alignments `(B, n)` string (`texts`; `""` where not asked for).
 
         Args:
             source_ids, num_pieces: as `encode` returns them (rows of it).
@@ -436,8 +431,7 @@ class TranslationGraph:
         source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
         ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
                                   num_hypotheses, sampling, prefix)
-        texts = self.texts(ids, source_ids, replace)
-        aligned = self.alignment_texts(ids, source_ids, align)
+        texts, aligned = self.texts(ids, source_ids, replace, align)
         # Columns: the row's own n-best size, padded to the widest asked for.
         texts, scores, aligned = texts[:, :n_out], scores[:, :n_out], aligned[:, :n_out]
         if isinstance(num_hypotheses, int):
@@ -483,9 +477,9 @@ class TranslationGraph:
             # scores and (b, max_steps) stopping bound.
             length_penalty = length_penalty[:, tf.newaxis]
 
-        def searched(with_prefix, sampling):
+        def searched(sampling):
             step_fn, state = model_step_fn, model_state
-            if with_prefix:
+            if prefix is not None:
                 step_fn, state = with_target_prefix(step_fn, state, *prefix)
             if width == 1:
                 # Finished sentences leave the computed batch (not under XLA).
@@ -504,93 +498,87 @@ class TranslationGraph:
             return tf.cond(tf.reduce_any(num_hypotheses > 1), lambda: beam(width),
                            lambda: beam(1))
 
-        def sampled_or_not(with_prefix):
-            if sampling is None or sampling.enabled is None:
-                return searched(with_prefix, sampling)
-            return tf.cond(tf.reduce_any(sampling.enabled),
-                           lambda: searched(with_prefix, sampling),
-                           lambda: searched(with_prefix, None))
+        if prefix is not None:
+            # One search for rows with and without a prefix (the export's graph stays
+            # half the size); outside prefixes the forcing costs one reduction a step.
+            lengths = prefix[1]
+            too_long = tf.debugging.Assert(tf.reduce_all(lengths <= max_length), [
+                "`target_prefix` must fit in the output limit of its source "
+                "(max_length_ratio × (source pieces + 1) + max_length_offset; 0 for a source "
+                "without a piece). Received: prefix pieces", lengths, "for limits",
+                max_length], summarize=16, name="check_target_prefix")
+            with tf.control_dependencies([too_long]):
+                prefix = (prefix[0], tf.identity(lengths))
+        if sampling is None or sampling.enabled is None:
+            return searched(sampling)
+        return tf.cond(tf.reduce_any(sampling.enabled), lambda: searched(sampling),
+                       lambda: searched(None))
 
-        if prefix is None:
-            return sampled_or_not(False)
-        lengths = prefix[1]
-        too_long = tf.debugging.Assert(tf.reduce_all(lengths <= max_length), [
-            "`target_prefix` must fit in the output limit of its source (max_length_ratio × "
-            "(source pieces + 1) + max_length_offset; 0 for a source without a piece). "
-            "Received: prefix pieces", lengths, "for limits", max_length], summarize=16,
-            name="check_target_prefix")
-        with tf.control_dependencies([too_long]):
-            lengths = tf.identity(lengths)
-        prefix = (prefix[0], lengths)
-        # No second search for rows without a prefix: the graph (the export's) stays
-        # half the size, and the forcing costs one select over the step's scores.
-        return sampled_or_not(True)
+    def texts(self, ids, source_ids, replace, align=False):
+        """Hypotheses `(b, n, T)` → their strings `(b, n)` and alignments `(b, n)`.
 
-    def alignment_texts(self, ids, source_ids, align):
-        """Hypotheses `(b, n, T)` → their alignments `(b, n)` string, `""` where `align`
-        (a Python bool, or `(b,)` bool per row) is off.
-
-        One `"i-j"` pair per target piece j (EOS not counted), i the source piece its
-        decoder state attended to most (the source's EOS and padding excluded): the
-        model's `source_alignments` on a teacher-forced pass over the hypothesis
-        (LSTM: its attention; Transformer: the last cross-attention layer averaged over
-        heads), 0-based piece indices, fast_align's order (source-target). Only batches
-        with a row asking pay for the pass.
+        `replace` and `align`: Python bools, or `(b,)` bool per row. `<unk>` is
+        replaced where `replace` (`tf_outheads.decoding.replace_unknown_words`); an
+        alignment is `""` where `align` is off, else one `"i-j"` pair per target piece j
+        (EOS not counted), i the source piece its decoder state attended to most (the
+        source's EOS and padding excluded), 0-based piece indices in fast_align's order
+        (source-target). Both read the model's `source_alignments` on one teacher-forced
+        pass over the hypotheses (LSTM: its attention; Transformer: the last
+        cross-attention layer averaged over heads), which only batches with an `<unk>`
+        to replace or an alignment asked for pay for.
         """
-        shape = tf.shape(ids)
-        flat_ids = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # (b·n, T)
-        empty = tf.fill([shape[0] * shape[1]], "")
-        if align is False or not self.can_replace_unk:
-            return tf.reshape(empty, shape[:2])
-        flat_align = tf.repeat(tf.broadcast_to(align, shape[:1]), shape[1])
-        lengths = tf.reduce_sum(tf.cast(tf.logical_and(tf.not_equal(flat_ids, PAD_ID),
-                                                       tf.not_equal(flat_ids, EOS_ID)),
-                                        tf.int32), axis=1)
-
-        def aligned():
-            sources = tf.repeat(source_ids, shape[1], axis=0)
-            target_in = tf.concat(
-                [tf.fill([tf.shape(flat_ids)[0], 1], BOS_ID), flat_ids[:, :-1]], axis=1)
-            weights = self.model.source_alignments(sources, target_in)  # (b·n, T, S)
-            real = tf.logical_and(tf.not_equal(sources, PAD_ID), tf.not_equal(sources, EOS_ID))
-            weights = tf.where(real[:, tf.newaxis, :], tf.cast(weights, tf.float32), -1.0)
-            source_positions = tf.argmax(weights, axis=-1, output_type=tf.int32)  # (b·n, T)
-            with tf.device(_CPU):
-                pairs = tf.strings.join([
-                    tf.strings.as_string(source_positions), "-",
-                    tf.strings.as_string(tf.broadcast_to(tf.range(shape[2])[tf.newaxis, :],
-                                                         tf.shape(source_positions)))])
-                texts = tf.strings.reduce_join(
-                    tf.RaggedTensor.from_tensor(pairs, lengths=lengths), axis=1, separator=" ")
-            return tf.where(flat_align, texts, "")
-
-        wanted = tf.logical_and(tf.reduce_any(flat_align), shape[2] > 0)
-        return tf.reshape(tf.cond(wanted, aligned, lambda: empty), shape[:2])
-
-    def texts(self, ids, source_ids, replace):
-        """Hypotheses `(b, n, T)` → strings `(b, n)`; `<unk>` replaced where `replace`
-        (a Python bool, or `(b,)` bool per row). Only batches with an `<unk>` to
-        replace pay for the teacher-forced alignment pass."""
         shape = tf.shape(ids)
         # Explicit sizes: `-1` cannot be inferred when T is 0 (nothing decoded).
         flat_ids = tf.reshape(ids, [shape[0] * shape[1], shape[2]])  # (b·n, T)
         with tf.device(_CPU):
             plain = self.target_tokenizer.detokenize(flat_ids)
-        if replace is not False and self.can_replace_unk:
-            flat_replace = tf.repeat(tf.broadcast_to(replace, shape[:1]), shape[1])
-            wanted = flat_replace & tf.reduce_any(tf.equal(flat_ids, UNK_ID), axis=1)
+        empty = tf.fill(tf.shape(plain), "")
+        if not self.can_replace_unk or (replace is False and align is False):
+            return tf.reshape(plain, shape[:2]), tf.reshape(empty, shape[:2])
 
-            def replaced():
-                sources = tf.repeat(source_ids, shape[1], axis=0)
-                target_in = tf.concat(
-                    [tf.fill([tf.shape(flat_ids)[0], 1], BOS_ID), flat_ids[:, :-1]], axis=1)
-                alignments = self.model.source_alignments(sources, target_in)
-                texts = replace_unknown_words(flat_ids, sources, alignments,
-                                              self.source_tokenizer, self.target_tokenizer)
-                return tf.where(flat_replace, texts, plain)
+        def per_hypothesis(value):
+            return tf.repeat(tf.broadcast_to(value, shape[:1]), shape[1])  # (b·n,)
 
-            plain = tf.cond(tf.reduce_any(wanted), replaced, lambda: plain)
-        return tf.reshape(plain, shape[:2])
+        flat_replace = per_hypothesis(replace) & tf.reduce_any(tf.equal(flat_ids, UNK_ID),
+                                                              axis=1)
+        flat_align = per_hypothesis(align)
+
+        def attended():
+            sources = tf.repeat(source_ids, shape[1], axis=0)
+            target_in = tf.concat(
+                [tf.fill([tf.shape(flat_ids)[0], 1], BOS_ID), flat_ids[:, :-1]], axis=1)
+            weights = self.model.source_alignments(sources, target_in)  # (b·n, T, S)
+            texts = tf.cond(
+                tf.reduce_any(flat_replace),
+                lambda: tf.where(flat_replace, replace_unknown_words(
+                    flat_ids, sources, weights, self.source_tokenizer,
+                    self.target_tokenizer), plain),
+                lambda: plain)
+            return texts, tf.where(flat_align, _alignment_pairs(flat_ids, sources, weights),
+                                   "")
+
+        needed = tf.logical_and(tf.reduce_any(flat_replace | flat_align), shape[2] > 0)
+        texts, alignments = tf.cond(needed, attended, lambda: (plain, empty))
+        return tf.reshape(texts, shape[:2]), tf.reshape(alignments, shape[:2])
+
+
+def _alignment_pairs(target_ids, source_ids, weights):
+    """`"i-j ..."` `(N,)` string: for each target piece j of `target_ids` `(N, T)` (PAD and
+    EOS not counted), the piece i of `source_ids` `(N, S)` (PAD and EOS excluded) with the
+    largest attention weight `weights[:, j]` `(N, T, S)`."""
+    lengths = tf.reduce_sum(tf.cast(tf.logical_and(tf.not_equal(target_ids, PAD_ID),
+                                                   tf.not_equal(target_ids, EOS_ID)),
+                                    tf.int32), axis=1)
+    real = tf.logical_and(tf.not_equal(source_ids, PAD_ID), tf.not_equal(source_ids, EOS_ID))
+    weights = tf.where(real[:, tf.newaxis, :], tf.cast(weights, tf.float32), -1.0)
+    source_positions = tf.argmax(weights, axis=-1, output_type=tf.int32)  # (N, T)
+    target_positions = tf.broadcast_to(tf.range(tf.shape(target_ids)[1])[tf.newaxis, :],
+                                       tf.shape(source_positions))
+    with tf.device(_CPU):
+        pairs = tf.strings.join([tf.strings.as_string(source_positions), "-",
+                                 tf.strings.as_string(target_positions)])
+        return tf.strings.reduce_join(tf.RaggedTensor.from_tensor(pairs, lengths=lengths),
+                                      axis=1, separator=" ")
 
 
 def sampling_refusal(head):

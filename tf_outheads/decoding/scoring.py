@@ -94,7 +94,8 @@ class Scorer:
         `truncated` `(B,)` bool.
 
         `checks`: `None`, or a callable `(pieces (B,)) -> list of asserts`, run on the
-        pieces of both sides of each pair before the teacher-forced pass. An empty batch
+        pieces of both sides of each pair (EOS not counted) before the teacher-forced
+        pass. An empty batch
         gives empty outputs (a recurrent pass cannot run zero steps).
         """
         def empty():

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.decoding.graph import TranslationGraph
+from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.options import check_num_hypotheses, check_seed
 from tf_outheads.decoding.sampling import row_seeds
 from tf_outheads.validation import int_at_least
@@ -222,8 +223,10 @@ class Translator:
         prefixes = ["" if prefix is None else prefix for prefix in prefixes]
         ids, lengths = (tensor.numpy() for tensor in self.graph.encode_prefix(
             string_tensor(prefixes, "target_prefix")))
-        limits = np.where(num_pieces > 0, np.ceil((num_pieces + 1) * self.max_length_ratio)
-                          .astype(np.int64) + self.max_length_offset, 0)
+        # The search's own limits (`TranslationGraph.search`).
+        limits = np.where(num_pieces > 0, max_length_from_source(
+            num_pieces + 1, ratio=self.max_length_ratio, offset=self.max_length_offset).numpy(),
+            0)
         for index in np.flatnonzero(lengths > limits):
             raise ValueError(
                 f"`target_prefix` {index} has {lengths[index]} target pieces, more than its "
@@ -265,7 +268,7 @@ class Translator:
             with_alignments: bool, also return each hypothesis' alignment: one
                 `"i-j"` pair per target piece j (EOS not counted), i the source
                 piece (0-based, EOS not counted) the decoder attended to most
-                when it chose it (`TranslationGraph.alignment_texts`), as
+                when it chose it (`TranslationGraph.texts`), as
                 fast_align writes them. Pieces are the tokenizers' (`tokenize`).
                 Needs a model with `source_alignments`.
 
@@ -305,8 +308,10 @@ class Translator:
             self.last_seed = seed
         if not sentences:
             return []
-        # Each source's sampling seed, from its position in this call.
-        seeds = row_seeds(self.last_seed or 0, tf.range(len(sentences))).numpy()
+        # Each source's sampling seed, from its position in this call (unused without
+        # sampling: zeros).
+        seeds = (row_seeds(self.last_seed, tf.range(len(sentences))).numpy()
+                 if self.last_seed is not None else np.zeros(len(sentences), np.uint32))
         # All sources at once, eagerly (a freed SentencePiece resource is rebuilt).
         source_ids, num_pieces, truncated = (
             tensor.numpy() for tensor in self.graph.encode(self._as_bytes(sentences)))
