@@ -178,6 +178,7 @@ def test_repeat_goes_past_one_epoch(bible_slice, bible_tokenizer):
     assert rows > 20
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_repeated_batches_are_full_like_a_sorted_pool(bible_slice, bible_tokenizer):
     """Issue 17: batches as full as OpenNMT-py's sorted-pool token batches.
 

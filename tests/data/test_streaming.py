@@ -91,6 +91,7 @@ def test_a_sample_is_seeded_in_file_order_and_drawn_from_the_kept_pairs(slice_fi
                for line, pair in zip(lines, zip(sample.sources, sample.targets)))
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_streamed_batches_are_the_in_memory_batches(slice_files, tokenizers):
     corpus, paths = slice_files
     cleaned, _ = cleaned_in_memory(corpus)

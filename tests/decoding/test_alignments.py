@@ -54,6 +54,7 @@ def test_each_output_piece_gets_its_most_attended_source_piece(models, bible_tok
     assert graph.texts(ids, source_ids, False, False)[1].numpy().tolist() == [[b""] * 2] * 4
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_the_translator_returns_alignments_with_its_hypotheses(models, bible_tokenizer,
                                                                 bible_slice):
     sources = bible_slice.sources[:3] + [""]

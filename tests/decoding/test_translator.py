@@ -95,6 +95,7 @@ def test_joint_output_embedding_is_computed_once_per_translate_call(bible_tokeni
 
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_beam_size_one_is_greedy_and_wider_beams_decode(
         model, bible_tokenizer, bible_slice):
     sources = bible_slice.sources[:6]

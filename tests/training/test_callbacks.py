@@ -121,6 +121,7 @@ def test_clock_without_budget_counts_the_seconds_of_every_resume(
     assert second.elapsed() == 60.0
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_standard_callbacks_write_checkpoint_and_logs(bible_tokenizer, bible_slice, tmp_path):
     model, dataset = _model_and_data(bible_tokenizer)
     callbacks, bleu = translation_callbacks(

@@ -118,6 +118,7 @@ def test_dropout_under_xla_is_seeded_and_active():
     assert np.abs(np.subtract(losses, [row["step_loss"] for row in without])).max() > 1e-3
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_backups_and_step_limit_fall_at_their_steps(tmp_path):
     # Executions of 4 steps never cross a backup (every 3 steps), an epoch's
     # end (5 steps) or the step budget (7): the same backups, at the same

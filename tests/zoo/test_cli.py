@@ -477,6 +477,7 @@ def test_run_file_errors_name_the_file(small_corpus, tmp_path, capsys, args, edi
     assert not (tmp_path / "r" / "preset.json").exists()
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run, tmp_path):
     from tf_outheads.decoding import Translator
     from tf_outheads_zoo.train import load_run
@@ -581,6 +582,7 @@ def test_translate_continues_target_prefixes_as_the_python_api(trained_run, tmp_
                      capsys.readouterr().err)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_translate_appends_alignments_as_the_python_api(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Translator
     from tf_outheads_zoo.train import load_run

@@ -286,7 +286,7 @@ def test_padded_decoder_inputs_change_neither_the_rewe_loss_nor_its_gradients():
 
 # -- saving ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("targets", ["input_embedding",
+@pytest.mark.parametrize("targets", [pytest.param("input_embedding", marks=pytest.mark.slow),
                                      pytest.param("pretrained", marks=pytest.mark.slow)])
 def test_keras_save_load_round_trip(targets, tmp_path):
     x, y = make_batch()
@@ -408,6 +408,7 @@ def test_contrastive_a_regresses_the_predicted_word_embedding():
     assert np.all(np.isfinite(history["rewe_loss"]))
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_contrastive_b_is_the_continuous_head_with_the_rewe_network():
     x, y = make_batch()
     head = {"class_name": "continuous", "config": {
