@@ -98,6 +98,7 @@ def test_one_epoch_has_every_example_once(bible_slice, bible_tokenizer, epoch):
     assert unpadded_pairs(epoch) == expected_pairs(bible_slice, bible_tokenizer)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_same_seed_same_batches_every_epoch(bible_slice, bible_tokenizer):
     first, second = (
         dataset_from_corpus(
@@ -169,6 +170,7 @@ def test_examples_longer_than_budget_are_dropped(bible_slice, bible_tokenizer, c
         assert source_ids.size <= batch_tokens and target_in.size <= batch_tokens
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_repeat_goes_past_one_epoch(bible_slice, bible_tokenizer):
     dataset = make_training_dataset(
         bible_slice.sources[:20], bible_slice.targets[:20], bible_tokenizer,

@@ -15,6 +15,10 @@ from tf_outheads.data.word_pairs import split_words
 from tf_outheads.data.word_pairs import word_pairs_from_tokenizers
 from tf_outheads.data.word_pairs import word_vocabulary
 
+# The eflomal alignment fixture and its tests (~17 s): in the slow set, for the fast
+# suite's 10-minute budget.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("eflomal")
 
 

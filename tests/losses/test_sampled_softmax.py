@@ -115,6 +115,7 @@ def test_static_size_holds_every_position():
     np.testing.assert_array_equal(ids.numpy()[labels.numpy()], targets)
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_negatives_are_uniform_over_non_targets():
     # Every non-target word is drawn with the same probability (K − #pos)/(V − #pos).
     targets = np.array([[5, 6, 7]], "int32")

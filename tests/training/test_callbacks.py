@@ -61,6 +61,7 @@ def test_step_limit_stops_after_total_steps(bible_tokenizer):
     assert int(model.optimizer.iterations.numpy()) == 6
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_stopped_by_names_the_budget_that_ended_fit(bible_tokenizer):
     model, dataset = _model_and_data(bible_tokenizer)
     for callbacks, epochs, expected in (
@@ -74,6 +75,7 @@ def test_stopped_by_names_the_budget_that_ended_fit(bible_tokenizer):
         assert stopped_by(callbacks) == expected
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_time_limit_stops_training(bible_tokenizer):
     model, dataset = _model_and_data(bible_tokenizer)
     limit = TimeLimit(minutes=1e-6)

@@ -371,6 +371,7 @@ def _poisoned(nan_steps, steps):
     return [(*BATCHES[i % len(BATCHES)], weights[i]) for i in range(steps)]
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_nonfinite_skip_fails_the_run_above_its_share_of_steps():
     # 11 bad batches of 30: more than the 10 always allowed and 5 % of the steps.
     bad = set(range(1, 30, 2))
@@ -385,6 +386,7 @@ def test_nonfinite_skip_fails_the_run_above_its_share_of_steps():
     assert len(trainer.skipped_steps) == 10
 
 
+@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_a_finite_but_exploded_loss_counts_as_nonfinite():
     # Sentence weights of 1e20 make a finite loss of ~1e21: diverged, not applied.
     weights = [np.ones(4, "float32"), np.full(4, 1e20, "float32")]

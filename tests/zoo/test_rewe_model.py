@@ -500,9 +500,9 @@ def test_cpu_pair_differs_only_by_rewe():
     assert paper_plain["model"]["rewe"] is None and paper_plain["train"]["rewe"] is None
 
 
-@pytest.mark.parametrize("name", ["lstm-cpu-rewe", *(pytest.param(name, marks=pytest.mark.slow) for name in (
-    "lstm-rewe-paper", "lstm-rewe-paper-plain", "lstm-cpu-rewe-contrastive-a",
-    "lstm-cpu-rewe-contrastive-b"))])  # the four others in the slow set (issue 37)
+@pytest.mark.parametrize("name", [*(pytest.param(name, marks=pytest.mark.slow) for name in (
+    "lstm-cpu-rewe", "lstm-rewe-paper", "lstm-rewe-paper-plain", "lstm-cpu-rewe-contrastive-a",
+    "lstm-cpu-rewe-contrastive-b"))])  # all five in the slow set (issues 37, 40)
 def test_every_rewe_preset_builds_compiles_and_trains_a_step(name):
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.train import build_model, training_loss
