@@ -30,6 +30,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -148,6 +149,7 @@ def main(argv=None):
         for tree in trees.values():
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
                             str(tree)], check=False)
+        shutil.rmtree(root, ignore_errors=True)  # the records are in `runs`
     rows = []
     shared = sorted(set(medians(runs["before"][0])) & set(medians(runs["after"][0])))
     print(f"\n=== AFTER / BEFORE (seconds of a pass; {args.rounds} rounds; limit "

@@ -123,7 +123,8 @@ def _tokenizer_copy(tokenizer, name):
 
 
 class TranslatorModule(tf.Module):
-    """A model, its tokenizers and the search as one `tf.Module` with two signatures.
+    """A model, its tokenizers and the search as one `tf.Module` with its signatures
+    (`signatures()`: `serving_default`, `translate`, `score`).
 
     Save it with `tf.saved_model.save(module, path, signatures=module.signatures())`
     (`export_translator` does that), or call `module.translate(...)` in process.
