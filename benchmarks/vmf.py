@@ -96,6 +96,14 @@ parameters cut by at least 90%).
     neighbour (its default `"posterior"` scores: a log-softmax of ê·e(w), the
     arg-max of the cosine). Reported: sentences/s and the ratio to softmax.
 
+(c) The target table's hubness (`benchmarks/vmf_table.py`, `--table`): the table
+    a `--table-preset` run builds (its target tokenizer on the embedded corpus,
+    vectors trained on the target side), for each vector model (fastText,
+    word2vec) and post-processing (plain, centred, all-but-the-top with 3
+    components): the skewness of the rows' 10-occurrence, the share of rows that
+    are nobody's neighbour, the top neighbours, and how close each `</s>` choice
+    comes to a piece. No goal: the diagnostic behind the study's table options.
+
 Goals, printed next to the numbers at |V| = `--goal-vocab` (50000): continuous
 ≥ 2× softmax per training step; the output layer's trainable parameters cut
 by ≥ 90% against softmax; and in (a), our op ≥ 3× faster than tfp for each
@@ -127,6 +135,7 @@ from common import (  # benchmarks/ is the script's folder
 )
 
 from op_steps import add_op_arguments, check_op_arguments  # noqa: E402  (no TensorFlow)
+from vmf_table import add_table_arguments, print_table, run_table  # noqa: E402
 
 DEFAULT_TFP_PYTHON = os.environ.get("TFP_PYTHON") or "/tmp/tfpvenv/bin/python"
 OP_DTYPES = ("float32", "float64")
@@ -162,6 +171,11 @@ QUICK = {
     "decode_batches": 1,
     "decode_batch_size": 4,
     "decode_length": 4,
+    "table_sentences": 1500,
+    "table_vocab_size": 400,
+    "table_dim": 16,
+    "table_epochs": 1,
+    "table_models": "fasttext",
 }
 
 SOFTMAX, TIED, CONTINUOUS = "softmax", "tied", "continuous"
@@ -201,6 +215,10 @@ def parse_args(argv=None):
     model.add_argument("--decoder-layers", type=int, default=2, help="(Table 3: 2)")
     model.add_argument("--output-dim", type=int, default=300,
                        help="m, the continuous head's vector size")
+    table = parser.add_argument_group("(c) the target table's hubness (vmf_table.py)")
+    table.add_argument("--table", action=argparse.BooleanOptionalAction, default=True,
+                       help="run part (c)")
+    add_table_arguments(table, prefix="table-")
     data = parser.add_argument_group("data (synthetic, fixed shape)")
     add_batch_arguments(data, batch_size=32)
     timing = parser.add_argument_group("timing of (b)")
@@ -437,11 +455,19 @@ def main(args):
     model_record = None
     if args.model:
         model_record = {str(vocab): run_model(args, vocab) for vocab in args.vocab_list}
+    table_record = None
+    if args.table:
+        options = argparse.Namespace(**{key[len("table_"):]: value
+                                        for key, value in vars(args).items()
+                                        if key.startswith("table_")})
+        table_record = run_table(options)
+        print_table(table_record)
     goals = check_goals(args, ops_record, model_record)
     return write_record("vmf", args, machine, started, {
         "vmf_loss": VMF_OPTIONS,
         "ops": ops_record,
         "model": model_record,
+        "table": table_record,
         "goals": goals,
     })
 

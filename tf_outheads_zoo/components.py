@@ -10,13 +10,17 @@ anything. A new model, head, loss, optimizer or schedule needs no change here.
 
 import difflib
 import inspect
+import json
 import os
 import time
 
+import numpy as np
+
 from tf_outheads import data as tfo_data
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
+from tf_outheads.metrics.hubness import hubness
 from tf_outheads.registry import HEADS, LEARNING_RATE_SCHEDULES, LOSSES, OPTIMIZERS
-from tf_outheads_zoo.config import ConfigError, RunConfig
+from tf_outheads_zoo.config import TARGET_VECTOR_DEFAULTS, ConfigError, RunConfig
 
 
 def run_config(preset):
@@ -164,22 +168,48 @@ def _output_loss(train):
 
 
 def prepare_target_vectors(data_config, train, target_tokenizer, run_dir, seed, log=print):
-    """The target table of a continuous head: load `path`, or train FastText once.
+    """The target table of a continuous head or ReWE: load `path`, or train vectors once.
 
-    Trained vectors are cached in `run_dir/target_vectors.vec` and reused.
+    Trained vectors are cached in `run_dir/target_vectors.vec` and reused. The table's
+    post-processing and special vectors follow `data.target_vectors` (`center`,
+    `remove_components`, `eos`; `tf_outheads.data.target_embedding_table`); its hubness
+    (`tf_outheads.metrics.hubness`, k = 10, the rows with a vector as their own queries)
+    is logged and written with the counts to `run_dir/target_table.json`.
     """
-    options = data_config.get("target_vectors") or {}
-    path = options.get("path")
+    options = {**TARGET_VECTOR_DEFAULTS, **(data_config.get("target_vectors") or {})}
+    path = options["path"]
     if not path:
         path = os.path.join(run_dir, "target_vectors.vec")
         if not os.path.exists(path):
             start = time.time()
-            tfo_data.train_word_vectors(train.targets, target_tokenizer, path,
-                                        dim=options.get("dim", 300),
-                                        epochs=options.get("epochs", 5), seed=seed)
-            log(f"[vectors] trained FastText on {len(train)} target sentences "
+            tfo_data.train_word_vectors(
+                train.targets, target_tokenizer, path, dim=options["dim"],
+                epochs=options["epochs"], seed=seed, model=options["model"],
+                eos_token=(target_tokenizer.id_to_piece(tfo_data.EOS_ID)
+                           if options["eos"] == "file" else None))
+            log(f"[vectors] trained {options['model']} on {len(train)} target sentences "
                 f"in {time.time() - start:.0f} s → {path}")
     words, vectors = tfo_data.load_word_vectors(path)
-    table = tfo_data.target_embedding_table(target_tokenizer, words, vectors, seed=seed)
-    log(f"[vectors] {path}: {table.counts}")
+    table = tfo_data.target_embedding_table(
+        target_tokenizer, words, vectors, seed=seed, center=options["center"],
+        remove_components=options["remove_components"], eos=options["eos"])
+    log(f"[vectors] {path}: {table.counts}; rows {table.postprocessing}; "
+        f"</s>: {table.special[target_tokenizer.id_to_piece(tfo_data.EOS_ID)]}")
+    summary = table_hubness(table, target_tokenizer)
+    log(f"[vectors] hubness (k = {summary['k']}): skewness {summary['skewness']:.2f}, "
+        f"{summary['anti_hub_fraction']:.1%} never a neighbour; top hubs "
+        + ", ".join(f"{piece} {count}" for piece, count in summary["top"][:5]))
+    record = {"path": path, "options": options, "counts": table.counts,
+              "postprocessing": table.postprocessing, "special": table.special,
+              "hubness": summary}
+    with open(os.path.join(run_dir, "target_table.json"), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1, ensure_ascii=False)
     return table
+
+
+def table_hubness(table, target_tokenizer, k=10):
+    """`Hubness.as_dict` of a `TargetTable`'s rows that have their own vector (each
+    row a query, leaving itself out), top hubs named by their pieces."""
+    rows = np.flatnonzero(table.has_vector)
+    result = hubness(table.vectors[rows], k=min(k, len(rows) - 1))
+    return result.as_dict(names=lambda index: target_tokenizer.id_to_piece(int(rows[index])))

@@ -71,6 +71,11 @@ BIBLE_WEB_ARTIFACTS = (
     "in single combat with Goliath.",
 )
 
+# Keys of data.target_vectors, and the values a run stored without them meant.
+TARGET_VECTOR_KEYS = ("dim", "epochs", "path", "model", "center", "remove_components", "eos")
+TARGET_VECTOR_DEFAULTS = {"dim": 300, "epochs": 5, "path": None, "model": "fasttext",
+                          "center": False, "remove_components": 0, "eos": "far"}
+
 # Keys of a data.dev / data.test mapping: text files, or a TSV split.
 SET_KEYS = ("source", "target", "references", "tsv", "split")
 
@@ -133,8 +138,11 @@ class DataConfig:
                                               "training pairs are dropped")
     target_vectors: dict | None = setting(
         None, "target word vectors of a continuous head or ReWE: None, or {dim, epochs, "
-        "path} (a .vec/.bin file; without one, FastText is trained on the target side)",
-        keys=("dim", "epochs", "path"))
+        "path (a .vec/.bin file; without one, vectors are trained on the target side), "
+        "model (fasttext | word2vec: no character n-grams), center (subtract the mean), "
+        "remove_components (top principal components removed after centring), "
+        "eos (far | file: the vectors' own </s> | negative_period)}",
+        keys=TARGET_VECTOR_KEYS, check=lambda value, dotted: check_target_vectors(value, dotted))
 
 
 
@@ -472,6 +480,41 @@ def data_set(data_config, split):
         return tsv
     return {"kind": "files", "pairs": [(e["source"], e["target"]) for e in entries],
             "references": list(entries[0].get("references") or [])}
+
+
+def check_target_vectors(value, dotted):
+    """`check` of `data.target_vectors`: each key's type and range.
+
+    Raises:
+        ConfigError: naming `dotted.key` and the value received.
+    """
+    if value is None:
+        return
+    for key in ("dim", "epochs"):
+        if key in value and (isinstance(value[key], bool) or not isinstance(value[key], int)
+                             or value[key] < 1):
+            raise ConfigError(f"{dotted}.{key} must be an int >= 1. "
+                              f"Received: {dotted}.{key}={value[key]!r}")
+    if value.get("path") is not None and not isinstance(value["path"], str):
+        raise ConfigError(f"{dotted}.path must be a file path or None. "
+                          f"Received: {dotted}.path={value['path']!r}")
+    choices = {"model": ("fasttext", "word2vec"), "eos": ("far", "file", "negative_period")}
+    for key, allowed in choices.items():
+        if key in value and value[key] not in allowed:
+            raise ConfigError(f"{dotted}.{key} must be one of {', '.join(map(repr, allowed))}. "
+                              f"Received: {dotted}.{key}={value[key]!r}")
+    if "center" in value and not isinstance(value["center"], bool):
+        raise ConfigError(f"{dotted}.center must be true or false. "
+                          f"Received: {dotted}.center={value['center']!r}")
+    components = value.get("remove_components", 0)
+    if isinstance(components, bool) or not isinstance(components, int) or components < 0:
+        raise ConfigError(f"{dotted}.remove_components must be an int >= 0. "
+                          f"Received: {dotted}.remove_components={components!r}")
+    if components and not value.get("center", False):
+        raise ConfigError(f"{dotted}.remove_components removes principal components of centred "
+                          f"vectors: it needs {dotted}.center: true. Received: "
+                          f"{dotted}.remove_components={components!r}, "
+                          f"{dotted}.center={value.get('center', False)!r}")
 
 
 def check_data_set(value, dotted):

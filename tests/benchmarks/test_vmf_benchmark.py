@@ -63,11 +63,26 @@ def test_quick_run_times_every_head_and_counts_the_output_layer(tmp_path):
     assert goals["vocab"] == config["goal_vocab"] and goals["cut_met"]
     assert "goals:" in stdout and "cut >= 90%" in stdout
 
+    # (c) the target table's hubness, per vector model and post-processing.
+    table = record["table"]
+    assert table["settings"]["sentences"] == 1500 and table["settings"]["k"] == 10
+    assert [(r["model"], r["variant"]) for r in table["rows"]] == [
+        ("fasttext", "plain"), ("fasttext", "center"), ("fasttext", "abtt3")]
+    for row in table["rows"]:
+        summary = row["hubness"]
+        assert summary["candidates"] == row["pieces_with_vector"] > 100
+        assert summary["queries"] == summary["candidates"]
+        assert sum(count for _, count in summary["top"]) <= 10 * summary["queries"]
+        assert set(row["eos_largest_cosine"]) == {"far", "file", "negative_period"}
+    assert table["rows"][2]["remove_components"] == 3 and table["rows"][1]["center"]
+    assert "TARGET TABLE HUBNESS" in stdout
+
 
 @pytest.mark.skipif(not os.path.exists(TFP_PYTHON),
                     reason=f"no tensorflow-probability venv at {TFP_PYTHON}")
 def test_quick_tfp_comparison_runs_in_the_side_venv(tmp_path):
-    stdout, record = run_quick(tmp_path, "--tfp", "--tfp-python", TFP_PYTHON, "--no-model")
+    stdout, record = run_quick(tmp_path, "--tfp", "--tfp-python", TFP_PYTHON, "--no-model",
+                               "--no-table")
     ops = record["ops"]
     assert ops["tfp"]["available"], ops["tfp"]
     processes = {(r["op"], r["process"]) for r in ops["rows"]}

@@ -410,3 +410,98 @@ def test_file_vectors_for_special_pieces_and_zero_vectors_are_ignored(bible_toke
 def test_table_errors(bible_tokenizer, words, vectors, unk, message):
     with pytest.raises(ValueError, match=message):
         target_embedding_table(bible_tokenizer, words, vectors, unk=unk)
+
+
+# --- post-processing and the </s> choices (issue 41) ----------------------------------
+
+
+def _unit(rows):
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
+def test_centring_and_all_but_the_top(bible_tokenizer, bible_vectors, bible_table):
+    from tf_outheads.metrics import hubness
+
+    _, words, vectors = bible_vectors
+    centred = target_embedding_table(bible_tokenizer, words, vectors, center=True)
+    abtt = target_embedding_table(bible_tokenizer, words, vectors, center=True,
+                                  remove_components=2)
+    rows = bible_table.has_vector
+    np.testing.assert_array_equal(centred.has_vector, rows)
+    for table in (centred, abtt):
+        np.testing.assert_allclose(np.linalg.norm(table.vectors[rows], axis=1), 1.0, atol=1e-5)
+    # The rows are the file's unit vectors minus their mean, renormalised.
+    ids = [bible_tokenizer.piece_to_id(word) for word in words]
+    unit = _unit(vectors.astype(np.float64))
+    mean = unit.mean(axis=0)
+    np.testing.assert_allclose(centred.vectors[ids], _unit(unit - mean), atol=1e-5)
+    # All-but-the-top: orthogonal to the two top principal directions of the centred rows.
+    _, _, right = np.linalg.svd(unit - mean, full_matrices=False)
+    assert np.max(np.abs(abtt.vectors[ids] @ right[:2].T)) < 1e-5
+    assert np.max(np.abs(abtt.vectors[ids] @ right[2:4].T)) > 0.1
+    assert "centred" in centred.postprocessing and "2 principal" in abtt.postprocessing
+    assert bible_table.postprocessing == "L2-normalised"
+    # The common direction was what made hubs: the skewness of the 10-occurrence drops.
+    skew = {name: hubness(table.vectors[rows], k=10).skewness
+            for name, table in (("plain", bible_table), ("centred", centred), ("abtt", abtt))}
+    assert skew["centred"] < skew["plain"] and skew["abtt"] < skew["plain"], skew
+    # The specials still stand apart from every piece.
+    for table in (centred, abtt):
+        assert np.max(table.vectors[rows] @ table.vectors[EOS_ID]) < 0.5
+
+
+def test_eos_from_the_file_and_from_the_full_stop(bible_slice, bible_tokenizer, tmp_path):
+    path = train_word_vectors(bible_slice.targets[:600], bible_tokenizer, tmp_path / "e.vec",
+                              dim=16, epochs=1, eos_token="</s>")
+    words, vectors = load_word_vectors(path)
+    assert "</s>" in words
+    table = target_embedding_table(bible_tokenizer, words, vectors, eos="file")
+    file_eos = vectors[words.index("</s>")]
+    np.testing.assert_allclose(table.vectors[EOS_ID], _unit(file_eos), atol=1e-6)
+    assert "vector file's </s> row" in table.special["</s>"]
+    # Post-processed like the other rows.
+    centred = target_embedding_table(bible_tokenizer, words, vectors, eos="file", center=True)
+    kept = [index for index, word in enumerate(words)
+            if centred.has_vector[bible_tokenizer.piece_to_id(word)]]
+    assert len(kept) == len(words) - 1  # every piece but </s>
+    mean = _unit(vectors[kept].astype(np.float64)).mean(axis=0)
+    np.testing.assert_allclose(centred.vectors[EOS_ID], _unit(_unit(file_eos) - mean),
+                               atol=1e-5)
+    # Minus the full stop.
+    negative = target_embedding_table(bible_tokenizer, words, vectors, eos="negative_period")
+    period = bible_tokenizer.piece_to_id(".")
+    assert negative.has_vector[period]
+    np.testing.assert_allclose(negative.vectors[EOS_ID], -negative.vectors[period])
+    assert "'.'" in negative.special["</s>"]
+    # A file without </s>.
+    no_eos = [w for w in words if w != "</s>"]
+    without = vectors[[words.index(w) for w in no_eos]]
+    with pytest.raises(ValueError, match=r"eos='file'.*eos_token='</s>'"):
+        target_embedding_table(bible_tokenizer, no_eos, without, eos="file")
+    # Only the file's </s> row, never <unk>'s or <s>'s, is read.
+    assert not table.has_vector[EOS_ID]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"eos": "period"}, r"`eos` must be one of"),
+    ({"center": 1}, r"`center` must be a bool"),
+    ({"remove_components": 2}, r"needs `center=True`"),
+    ({"remove_components": -1, "center": True}, r"`remove_components` must be an int >= 0"),
+    ({"remove_components": 61, "center": True}, r"at most dim - 4 = 60"),
+])
+def test_postprocessing_errors(bible_tokenizer, bible_vectors, kwargs, message):
+    _, words, vectors = bible_vectors
+    with pytest.raises(ValueError, match=message):
+        target_embedding_table(bible_tokenizer, words, vectors, **kwargs)
+
+
+def test_negative_period_needs_a_full_stop(bible_tokenizer):
+    words = ["▁God", "▁Yahweh"]
+    with pytest.raises(ValueError, match=r"neither '\.' nor '▁\.'"):
+        target_embedding_table(bible_tokenizer, words, np.eye(2, 8), eos="negative_period")
+
+
+def test_eos_token_must_be_one_word(bible_slice, bible_tokenizer, tmp_path):
+    with pytest.raises(ValueError, match=r"`eos_token` must be"):
+        train_word_vectors(bible_slice.targets[:10], bible_tokenizer, tmp_path / "x.vec",
+                           eos_token="end of line")

@@ -348,3 +348,20 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
     name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {
         **old_batches, "data.shuffle_indices": False})
     assert preset["data"]["bucket_width"] == 8
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"center": "yes"}, r"data.target_vectors.center must be true or false"),
+    ({"model": "glove"}, r"data.target_vectors.model must be one of 'fasttext', 'word2vec'"),
+    ({"eos": "period"}, r"data.target_vectors.eos must be one of 'far', 'file'"),
+    ({"remove_components": -2, "center": True},
+     r"data.target_vectors.remove_components must be an int >= 0"),
+    ({"remove_components": 3}, r"needs data.target_vectors.center: true"),
+    ({"dim": 0}, r"data.target_vectors.dim must be an int >= 1"),
+])
+def test_target_vector_options_are_checked_naming_the_key(value, message):
+    with pytest.raises(ConfigError, match=message):
+        get_preset("lstm-cpu-vmf", {"data.target_vectors": value})
+    options = {"center": True, "remove_components": 3, "eos": "file", "model": "word2vec"}
+    assert get_preset("lstm-cpu-vmf", {"data.target_vectors": options})["data"][
+        "target_vectors"] == options

@@ -402,3 +402,29 @@ def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
     runs = {arm: study_module._finished_runs(toy_runs, study, arm) for arm in study.arms}
     assert study_module.data_differences(runs) == {}
     assert "Not comparable" not in study_module.study_report("toy", toy_runs, None, samples=50)
+
+
+def test_the_report_names_the_words_each_arm_overproduces(tmp_path):
+    # The Kumar study's records (docs/results/study/kumar): vMF's nearest-neighbour
+    # decoding repeats its hubs ("Thus" 723 times at seed 1 against 1 in the references).
+    from tf_outheads_zoo.study.report import hubness_lines, overproduced_words
+
+    repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    vmf = os.path.join(repository, study_module.RECORDS_DIR, "kumar", "vmf", "s1")
+    words = overproduced_words([vmf])
+    assert words[0][0] == "Thus" and words[0][1] >= 700 and words[0][2] <= 3
+    assert all(out > ref for _, out, ref in words)
+    # A run whose outputs are its references overproduces nothing.
+    run = tmp_path / "arm" / "s1"
+    run.mkdir(parents=True)
+    (run / "dev.ref").write_text("In the beginning .\nGod said .\n", encoding="utf-8")
+    (run / "dev.hyp").write_text("In the beginning .\nGod said .\n", encoding="utf-8")
+    assert overproduced_words([str(run)]) == []
+    (run / "dev.hyp").write_text("In the the beginning .\nGod God God said\n",
+                                 encoding="utf-8")
+    assert overproduced_words([str(run)]) == [("God", 3, 1), ("the", 2, 1)]
+    (run / "target_table.json").write_text(json.dumps(
+        {"hubness": {"skewness": 4.5, "top": [["▁Thus", 90], [".”", 80]]}}), encoding="utf-8")
+    lines = hubness_lines(None, {"vmf": {1: str(run)}, "softmax": {}})
+    assert lines[-1] == ("- vmf: God 3/1, the 2/1; target table (k-occurrence skewness, "
+                         "k = 10): s1 4.50 (hubs ▁Thus .”)")

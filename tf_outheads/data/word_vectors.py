@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 WORD_VECTOR_MODELS = ("fasttext", "word2vec")
 UNK_STRATEGIES = ("mean_of_missing", "mean_of_all", "far")
+EOS_STRATEGIES = ("far", "file", "negative_period")
 
 # fastText's default of 2M n-gram buckets would hold 2M x 300 float32 (2.4 GB).
 # SentencePiece pieces are short: an 8K-piece vocabulary has about 30K distinct
@@ -99,6 +100,7 @@ def train_word_vectors(
     seed=0,
     workers=1,
     model="fasttext",
+    eos_token=None,
 ):
     """Trains skip-gram vectors of the tokenizer's pieces and writes a `.vec`.
 
@@ -138,7 +140,14 @@ def train_word_vectors(
         seed: int. Seed of every random draw. Defaults to `0`.
         workers: int. Training threads; keep `1` for reproducible vectors.
             Defaults to `1`.
-        model: str. `"fasttext"` or `"word2vec"`. Defaults to `"fasttext"`.
+        model: str. `"fasttext"` or `"word2vec"` (no character n-grams: pieces
+            such as `.”’` and `.”` then share nothing but their contexts).
+            Defaults to `"fasttext"`.
+        eos_token: str or `None`. When given (e.g. `"</s>"`), the token is
+            appended to every sentence, as the fastText command line does with
+            each line end, so the file gets a vector for the end of a sentence
+            (`target_embedding_table(..., eos="file")` uses it). Defaults to
+            `None`.
 
     Returns:
         str, `path`.
@@ -183,12 +192,18 @@ def train_word_vectors(
             f"Received: sentences={sentences[:40]!r}"
         )
     sentences = [str(text) for text in sentences]
+    if eos_token is not None and (not isinstance(eos_token, str) or not eos_token
+                                  or any(c.isspace() for c in eos_token)):
+        raise ValueError(f"`eos_token` must be a non-empty str without spaces, or None. "
+                         f"Received: eos_token={eos_token!r}")
     corpus = _tokenize_to_pieces(sentences, tokenizer)
     if not corpus:
         raise ValueError(
             f"`sentences` must hold at least one sentence with a piece. "
             f"Received: {len(sentences)} sentence(s), all blank"
         )
+    if eos_token is not None:
+        corpus = [row + [eos_token] for row in corpus]
 
     # gensim is imported here so that `import tf_outheads` stays fast for
     # models that never use word vectors.
@@ -407,12 +422,16 @@ class TargetTable:
             file, treated as missing).
         special: dict of str to str. For each special piece (`"<pad>"`,
             `"<unk>"`, `"<s>"`, `"</s>"`), how its row was made.
+        postprocessing: str. What was done to the file's vectors before they
+            became rows: `"L2-normalised"`, or the centring and the principal
+            components removed first.
     """
 
     vectors: np.ndarray
     has_vector: np.ndarray
     counts: dict[str, int]
     special: dict[str, str]
+    postprocessing: str = "L2-normalised"
 
     @property
     def vocab_size(self):
@@ -441,6 +460,7 @@ class TargetTable:
             f"  vector file: {counts['file_words']} words, "
             f"{counts['file_words_outside_vocabulary']} outside the vocabulary, "
             f"{counts['zero_vectors']} of norm 0",
+            f"  rows: {self.postprocessing}",
         ]
         lines.extend(f"  {piece}: {text}" for piece, text in self.special.items())
         return "\n".join(lines)
@@ -482,7 +502,50 @@ def _orthonormal_rows(*vectors):
     return basis.T
 
 
-def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", seed=0):
+def _period_piece(piece_ids, has_vector):
+    """The id of the full stop's piece (`"."`, else `"▁."`) if it has a vector."""
+    for piece in (".", "▁."):
+        index = piece_ids.get(piece)
+        if index is not None and has_vector[index]:
+            return index, piece
+    return None, None
+
+
+def _postprocessor(vocabulary, center, remove_components):
+    """`(transform, text)`: the map applied to unit rows before they are renormalised.
+
+    Centring subtracts the mean of the vocabulary's unit rows (each piece counts
+    once); all-but-the-top (Mu & Viswanath 2018, Algorithm 1) then removes the
+    centred rows' components along their top `remove_components` principal
+    directions. `transform` applies the same map to any row (the vectors of words
+    outside the vocabulary, the file's `</s>`) and L2-normalises the result.
+    """
+    if not center:
+        return (lambda rows: rows), "L2-normalised"
+    mean = vocabulary.mean(axis=0)
+    components = np.zeros((0, vocabulary.shape[1]))
+    text = (f"L2-normalised, centred (the mean of the {len(vocabulary)} vocabulary rows, "
+            f"norm {np.linalg.norm(mean):.3f}, subtracted)")
+    if remove_components:
+        _, singular, right = np.linalg.svd(vocabulary - mean, full_matrices=False)
+        components = right[:remove_components]
+        share = float(np.sum(singular[:remove_components] ** 2) / np.sum(singular ** 2))
+        text += (f", top {remove_components} principal component(s) removed "
+                 f"({share:.1%} of the centred variance), L2-normalised again")
+    else:
+        text += ", L2-normalised again"
+
+    def transform(rows):
+        rows = rows - mean
+        rows = rows - (rows @ components.T) @ components
+        norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+        return rows / np.maximum(norms, 1e-12)
+
+    return transform, text
+
+
+def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", seed=0,
+                           center=False, remove_components=0, eos="far"):
     """Lays word vectors out as unit-norm targets, one row per tokenizer id.
 
     Row `i` is the L2-normalised vector of the piece
@@ -495,17 +558,32 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
     they share `<unk>`'s row, a nearest-neighbour decoder that breaks ties by
     the lowest id outputs `<unk>` (id 1) for them.
 
-    The special ids get deliberate vectors (any vector the file has for
-    `"<pad>"`, `"<unk>"`, `"<s>"` or `"</s>"` is ignored):
+    **Post-processing** (`center`, `remove_components`). Word vectors share a
+    large common direction and a few dominant ones (Mu & Viswanath 2018);
+    points near the mean become *hubs*, the nearest neighbour of many queries
+    (Radovanović et al. 2010), and a nearest-neighbour decoder then outputs
+    them far too often (`tf_outheads.metrics.hubness` measures it). With
+    `center=True` the mean of the vocabulary's unit rows is subtracted (each
+    piece counts once; the special rows are not in it, unlike the authors'
+    `-center` in Sachin19/seq2seq-con, whose zero special rows then all
+    became the same vector), and with `remove_components=D` the centred rows
+    lose their components along their top `D` principal directions
+    ("all-but-the-top", Mu & Viswanath's Algorithm 1, D ≈ dim / 100); the
+    rows are then L2-normalised again. The special vectors below are made
+    afterwards, from the post-processed rows.
+
+    The special ids get deliberate vectors (a vector the file has for
+    `"<pad>"`, `"<unk>"` or `"<s>"` is ignored; one for `"</s>"` only with
+    `eos="file"`):
 
     - `<pad>` (0): zeros. It is never a target: losses mask it.
     - `<unk>` (1), `unk="mean_of_missing"`: the normalised mean of the
-      (unit-normalised) vectors of file words that are *not* pieces of the
-      tokenizer (NOTES: "UNK = normalised mean of excluded vectors", Kumar &
-      Tsvetkov). The VIVO report used the *negative* mean of the excluded
-      vectors and found its norm very small; we take the mean itself: it
-      points where rare words live, which is where a prediction for an
-      unknown word should land. If every file word is a piece, as with
+      (unit-normalised, post-processed) vectors of file words that are *not*
+      pieces of the tokenizer (NOTES: "UNK = normalised mean of excluded
+      vectors", Kumar & Tsvetkov). The VIVO report used the *negative* mean
+      of the excluded vectors and found its norm very small; we take the mean
+      itself: it points where rare words live, which is where a prediction
+      for an unknown word should land. If every file word is a piece, as with
       vectors trained by :func:`train_word_vectors`, nothing is excluded,
       `<unk>` is (almost) never a training target, and it gets a far vector
       made like `</s>`'s below (`unk="far"` always does this). It used to
@@ -513,10 +591,16 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
       still available), but that direction is where a barely trained
       model's predictions land, and a nearest-neighbour decoder emitted
       `<unk>` for almost every word.
-    - `</s>` (3): a seeded random unit vector, orthogonal to the mean
-      direction of the vocabulary vectors and to `<unk>`, chosen as the one
-      of 64 draws whose largest cosine with any vocabulary vector is
+    - `</s>` (3), `eos="far"`: a seeded random unit vector, orthogonal to the
+      mean direction of the vocabulary vectors and to `<unk>`, chosen as the
+      one of 64 draws whose largest cosine with any vocabulary vector is
       smallest, so that no word is near the end of the sentence.
+      `eos="file"`: the file's own vector for the `</s>` piece,
+      post-processed like the others (the authors' code takes it when the
+      `.vec` has one; fastText's command line learns it from line ends,
+      :func:`train_word_vectors` with `eos_token="</s>"`). `eos="negative_period"`:
+      minus the full stop's row (`"."`, else `"▁."`; the VIVO code's
+      `--eos_vector_replace`).
     - `<s>` (2): never predicted (it is only the decoder's first input), but
       given a unit vector the same way (also orthogonal to `</s>`) rather
       than zeros, so a decoder input table initialised from these rows
@@ -532,32 +616,56 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
             Defaults to `"mean_of_missing"`.
         seed: int. Seed of the far `<unk>`, `</s>` and `<s>` draws. Defaults
             to `0`.
+        center: bool. Subtract the vocabulary's mean before normalising, as
+            above. Defaults to `False`.
+        remove_components: int >= 0. Principal components removed after
+            centring (needs `center=True`); at most `dim - 4`. Defaults to `0`.
+        eos: str. `"far"`, `"file"` or `"negative_period"`, as above. Defaults
+            to `"far"`.
 
     Returns:
         A `TargetTable`.
 
     Raises:
         ValueError: if `vectors` is not `(len(words), dim)` with `dim >= 4`,
-            holds a non-finite value, `unk` is unknown, or no ordinary piece
-            of the tokenizer has a non-zero vector.
+            holds a non-finite value, `unk` or `eos` is unknown,
+            `remove_components` is negative, too large or given without
+            `center`, no ordinary piece of the tokenizer has a non-zero vector,
+            `eos="file"` and the file has no non-zero `</s>` vector, or
+            `eos="negative_period"` and no full-stop piece has a vector.
 
     Example:
 
     ```python
     words, vectors = tf_outheads.data.load_word_vectors("run/target_vectors.vec")
-    table = tf_outheads.data.target_embedding_table(target_tokenizer, words, vectors)
-    print(table)  # counts, and how each special vector was made
+    table = tf_outheads.data.target_embedding_table(
+        target_tokenizer, words, vectors, center=True, remove_components=3)
+    print(table)  # counts, the post-processing, how each special vector was made
     table.vectors.shape  # (target_tokenizer.vocab_size, 300)
     ```
 
     References:
         Kumar & Tsvetkov 2019, §4 (unit-norm pretrained targets, UNK);
-        Boldt et al., VIVO report, §2.3 and §4 (sensitivity to EOS/UNK).
+        Boldt et al., VIVO report, §2.3 and §4 (sensitivity to EOS/UNK);
+        Mu & Viswanath 2018, "All-but-the-Top", Algorithm 1;
+        Radovanović et al. 2010 (hubness).
     """
     if unk not in UNK_STRATEGIES:
         raise ValueError(f"`unk` must be one of {UNK_STRATEGIES}. Received: unk={unk!r}")
+    if eos not in EOS_STRATEGIES:
+        raise ValueError(f"`eos` must be one of {EOS_STRATEGIES}. Received: eos={eos!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+    if not isinstance(center, (bool, np.bool_)):
+        raise ValueError(f"`center` must be a bool. Received: center={center!r}")
+    if (isinstance(remove_components, bool)
+            or not isinstance(remove_components, (int, np.integer)) or remove_components < 0):
+        raise ValueError("`remove_components` must be an int >= 0. "
+                         f"Received: remove_components={remove_components!r}")
+    if remove_components and not center:
+        raise ValueError("`remove_components` removes principal components of centred rows: "
+                         "it needs `center=True`. Received: center=False, "
+                         f"remove_components={remove_components}")
     words = list(words)
     vectors = np.asarray(vectors, dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != len(words) or vectors.shape[1] < 4:
@@ -568,6 +676,11 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
         )
     if not np.all(np.isfinite(vectors)):
         raise ValueError("`vectors` must be finite. Received: a NaN or infinite value")
+    if remove_components > vectors.shape[1] - 4:
+        raise ValueError(
+            f"`remove_components` must leave room for the mean, <unk>, </s> and <s> "
+            f"directions: at most dim - 4 = {vectors.shape[1] - 4}. "
+            f"Received: remove_components={remove_components}")
 
     vocab_size = int(tokenizer.vocab_size)
     dim = vectors.shape[1]
@@ -581,6 +694,7 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
     table = np.zeros((vocab_size, dim))
     has_vector = np.zeros(vocab_size, dtype=bool)
     outside = []
+    file_eos = None
     for row, word in enumerate(words):
         index = piece_ids.get(word)
         if index is None:
@@ -589,24 +703,32 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
         elif index not in _SPECIAL_IDS and nonzero[row]:
             table[index] = unit_vectors[row]
             has_vector[index] = True
+        elif index == EOS_ID and nonzero[row]:
+            file_eos = unit_vectors[row]
     if not has_vector.any():
         raise ValueError(
             f"No ordinary piece of the tokenizer ({vocab_size} ids) has a non-zero "
             f"vector among the {len(words)} words; were the vectors trained with "
             f"this tokenizer? Received: words[:5]={words[:5]}"
         )
+    if remove_components >= int(has_vector.sum()):
+        raise ValueError(
+            f"`remove_components` must be below the number of pieces with a vector "
+            f"({int(has_vector.sum())}). Received: remove_components={remove_components}")
+    transform, postprocessing = _postprocessor(table[has_vector], center, remove_components)
+    table[has_vector] = transform(table[has_vector])
     vocabulary = table[has_vector]
 
     mean_direction = _unit(vocabulary.mean(axis=0))
     rng = np.random.default_rng(seed)
     if unk == "mean_of_missing" and outside:
-        unk_vector = _unit(unit_vectors[outside].mean(axis=0))
+        unk_vector = _unit(transform(unit_vectors[outside]).mean(axis=0))
         unk_text = (
             f"normalised mean of the {len(outside)} file vectors of words outside "
             f"the vocabulary"
         )
     elif unk == "mean_of_all":
-        unk_vector = _unit(unit_vectors[nonzero].mean(axis=0))
+        unk_vector = _unit(transform(unit_vectors[nonzero]).mean(axis=0))
         unk_text = f"normalised mean of all {int(nonzero.sum())} file vectors"
     else:
         unk_vector, unk_cosine = _far_unit_vector(
@@ -617,9 +739,31 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
             f"largest cosine with a vocabulary vector {unk_cosine:.3f}"
         )
 
-    eos_vector, eos_cosine = _far_unit_vector(
-        rng, _orthonormal_rows(mean_direction, unk_vector), vocabulary
-    )
+    if eos == "far":
+        eos_vector, eos_cosine = _far_unit_vector(
+            rng, _orthonormal_rows(mean_direction, unk_vector), vocabulary
+        )
+        eos_text = (f"seeded random unit vector orthogonal to the vocabulary mean and <unk>, "
+                    f"best of {_SPECIAL_CANDIDATES} draws; largest cosine with a vocabulary "
+                    f"vector {eos_cosine:.3f}")
+    elif eos == "file":
+        if file_eos is None:
+            raise ValueError(
+                f"eos='file' takes the vector file's own row for {pieces[EOS_ID]!r}, and "
+                f"the {len(words)} words hold no non-zero one (train_word_vectors("
+                f"..., eos_token={pieces[EOS_ID]!r}) writes one). Received: eos='file'")
+        eos_vector = transform(file_eos)
+        eos_text = (f"the vector file's {pieces[EOS_ID]} row; largest cosine with a "
+                    f"vocabulary vector {float(np.max(vocabulary @ eos_vector)):.3f}")
+    else:
+        period, period_piece = _period_piece(piece_ids, has_vector)
+        if period is None:
+            raise ValueError(
+                "eos='negative_period' is minus the full stop's row, and neither '.' nor "
+                "'▁.' is a piece with a vector. Received: eos='negative_period'")
+        eos_vector = -table[period]
+        eos_text = (f"minus the row of {period_piece!r}; largest cosine with a "
+                    f"vocabulary vector {float(np.max(vocabulary @ eos_vector)):.3f}")
     bos_vector, bos_cosine = _far_unit_vector(
         rng, _orthonormal_rows(mean_direction, unk_vector, eos_vector), vocabulary
     )
@@ -640,11 +784,7 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
             f"</s> (never predicted); largest cosine with a vocabulary vector "
             f"{bos_cosine:.3f}"
         ),
-        pieces[EOS_ID]: (
-            f"seeded random unit vector orthogonal to the vocabulary mean and <unk>, "
-            f"best of {_SPECIAL_CANDIDATES} draws; largest cosine with a vocabulary "
-            f"vector {eos_cosine:.3f}"
-        ),
+        pieces[EOS_ID]: eos_text,
     }
     counts = {
         "vocabulary": vocab_size,
@@ -660,6 +800,7 @@ def target_embedding_table(tokenizer, words, vectors, unk="mean_of_missing", see
         has_vector=has_vector,
         counts=counts,
         special=special,
+        postprocessing=postprocessing,
     )
     logger.info("Target embedding table:\n%s", result)
     return result

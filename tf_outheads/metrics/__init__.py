@@ -1,4 +1,5 @@
-"""Evaluation: BLEU/chrF via sacrebleu and parameter counts."""
+"""Evaluation: BLEU/chrF via sacrebleu, parameter counts, and the hubness of a
+nearest-neighbour search (continuous outputs)."""
 
 from tf_outheads.metrics.bleu import PairedResult
 from tf_outheads.metrics.bleu import Score
@@ -9,10 +10,13 @@ from tf_outheads.metrics.bleu import format_report
 from tf_outheads.metrics.bleu import paired_significance
 from tf_outheads.metrics.bleu import read_lines
 from tf_outheads.metrics.bleu import split_lines
+from tf_outheads.metrics.hubness import Hubness
+from tf_outheads.metrics.hubness import hubness
 from tf_outheads.metrics.params import ParameterReport
 from tf_outheads.metrics.params import parameter_report
 
 __all__ = [
+    "Hubness",
     "PairedResult",
     "ParameterReport",
     "Score",
@@ -20,6 +24,7 @@ __all__ = [
     "corpus_chrf",
     "evaluate_translations",
     "format_report",
+    "hubness",
     "paired_significance",
     "parameter_report",
     "read_lines",

@@ -18,7 +18,7 @@ from tf_outheads_zoo.study.stats import primary_score
 
 # What a record holds besides the translations and their references (`record_run`).
 RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv",
-                SETTINGS_FILE, CROSS_ENTROPY_FILE)
+                SETTINGS_FILE, CROSS_ENTROPY_FILE, "target_table.json")
 # The subprocesses run here, where `python -m tf_outheads_zoo.cli` finds the package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

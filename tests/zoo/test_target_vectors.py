@@ -1,0 +1,43 @@
+"""`prepare_target_vectors`: the run's table from `data.target_vectors`, its record."""
+
+import json
+import os
+
+import numpy as np
+
+from tf_outheads.data import EOS_ID
+from tf_outheads_zoo.components import prepare_target_vectors
+
+
+def test_the_table_follows_the_options_and_is_recorded_with_its_hubness(
+        bible_slice, bible_tokenizer, tmp_path):
+    options = {"dim": 16, "epochs": 1, "path": None, "center": True, "remove_components": 2,
+               "eos": "file"}
+    logged = []
+    table = prepare_target_vectors({"target_vectors": options}, bible_slice, bible_tokenizer,
+                                   str(tmp_path), seed=3, log=logged.append)
+    vec = tmp_path / "target_vectors.vec"
+    assert vec.exists() and "</s> " in vec.read_text(encoding="utf-8")  # eos: file
+    assert "2 principal component(s) removed" in table.postprocessing
+    assert "vector file's </s> row" in table.special["</s>"]
+    record = json.loads((tmp_path / "target_table.json").read_text(encoding="utf-8"))
+    assert record["options"] == {**options, "model": "fasttext"}
+    assert record["counts"] == table.counts
+    hubness = record["hubness"]
+    assert hubness["k"] == 10 and hubness["candidates"] == table.counts["with_vector"]
+    assert all(isinstance(piece, str) for piece, _ in hubness["top"])
+    assert any("hubness (k = 10): skewness" in line for line in logged)
+    # The trained vectors are reused; the table is made again the same way.
+    modified = os.path.getmtime(vec)
+    again = prepare_target_vectors({"target_vectors": options}, bible_slice, bible_tokenizer,
+                                   str(tmp_path), seed=3, log=logged.append)
+    assert os.path.getmtime(vec) == modified
+    np.testing.assert_array_equal(again.vectors, table.vectors)
+    # Without options: the tables of every run before them (no </s> in training).
+    plain = prepare_target_vectors({"target_vectors": {"dim": 16, "epochs": 1}}, bible_slice,
+                                   bible_tokenizer, str(tmp_path / "plain"), seed=3,
+                                   log=logged.append)
+    assert plain.postprocessing == "L2-normalised"
+    assert "</s> " not in (tmp_path / "plain" / "target_vectors.vec").read_text(encoding="utf-8")
+    assert "seeded random unit vector" in plain.special["</s>"]
+    assert not np.allclose(plain.vectors[EOS_ID], table.vectors[EOS_ID])
