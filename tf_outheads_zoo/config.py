@@ -45,12 +45,15 @@ from tf_outheads_zoo.model_config import (  # noqa: F401 (re-exported: the model
     TransformerConfig,
     unregister_model_type,
 )
-from tf_outheads_zoo.schema import (
+from tf_outheads_zoo.schema import (  # noqa: F401 (TARGET_VECTOR_DEFAULTS re-exported)
     SAME_AS_DEFAULT,
+    TARGET_VECTOR_DEFAULTS,
+    TARGET_VECTOR_KEYS,
     ConfigError,
     check_at_least_one,
     check_positive,
     check_share,
+    check_target_vectors,
     check_value,
     field_choices,
     setting,
@@ -70,11 +73,6 @@ BIBLE_WEB_ARTIFACTS = (
     "This Psalm is a genuine one of David, though extra, composed when he fought "
     "in single combat with Goliath.",
 )
-
-# Keys of data.target_vectors, and the values a run stored without them meant.
-TARGET_VECTOR_KEYS = ("dim", "epochs", "path", "model", "center", "remove_components", "eos")
-TARGET_VECTOR_DEFAULTS = {"dim": 300, "epochs": 5, "path": None, "model": "fasttext",
-                          "center": False, "remove_components": 0, "eos": "far"}
 
 # Keys of a data.dev / data.test mapping: text files, or a TSV split.
 SET_KEYS = ("source", "target", "references", "tsv", "split")
@@ -480,41 +478,6 @@ def data_set(data_config, split):
         return tsv
     return {"kind": "files", "pairs": [(e["source"], e["target"]) for e in entries],
             "references": list(entries[0].get("references") or [])}
-
-
-def check_target_vectors(value, dotted):
-    """`check` of `data.target_vectors`: each key's type and range.
-
-    Raises:
-        ConfigError: naming `dotted.key` and the value received.
-    """
-    if value is None:
-        return
-    for key in ("dim", "epochs"):
-        if key in value and (isinstance(value[key], bool) or not isinstance(value[key], int)
-                             or value[key] < 1):
-            raise ConfigError(f"{dotted}.{key} must be an int >= 1. "
-                              f"Received: {dotted}.{key}={value[key]!r}")
-    if value.get("path") is not None and not isinstance(value["path"], str):
-        raise ConfigError(f"{dotted}.path must be a file path or None. "
-                          f"Received: {dotted}.path={value['path']!r}")
-    choices = {"model": ("fasttext", "word2vec"), "eos": ("far", "file", "negative_period")}
-    for key, allowed in choices.items():
-        if key in value and value[key] not in allowed:
-            raise ConfigError(f"{dotted}.{key} must be one of {', '.join(map(repr, allowed))}. "
-                              f"Received: {dotted}.{key}={value[key]!r}")
-    if "center" in value and not isinstance(value["center"], bool):
-        raise ConfigError(f"{dotted}.center must be true or false. "
-                          f"Received: {dotted}.center={value['center']!r}")
-    components = value.get("remove_components", 0)
-    if isinstance(components, bool) or not isinstance(components, int) or components < 0:
-        raise ConfigError(f"{dotted}.remove_components must be an int >= 0. "
-                          f"Received: {dotted}.remove_components={components!r}")
-    if components and not value.get("center", False):
-        raise ConfigError(f"{dotted}.remove_components removes principal components of centred "
-                          f"vectors: it needs {dotted}.center: true. Received: "
-                          f"{dotted}.remove_components={components!r}, "
-                          f"{dotted}.center={value.get('center', False)!r}")
 
 
 def check_data_set(value, dotted):

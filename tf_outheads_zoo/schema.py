@@ -171,3 +171,44 @@ def check_value(field, value, dotted, source):
         except ConfigError as error:
             raise ConfigError(f"{source}: {error}") from None
     return value
+
+
+# Keys of data.target_vectors, and the values a run stored without them meant.
+TARGET_VECTOR_KEYS = ("dim", "epochs", "path", "model", "center", "remove_components", "eos")
+TARGET_VECTOR_DEFAULTS = {"dim": 300, "epochs": 5, "path": None, "model": "fasttext",
+                          "center": False, "remove_components": 0, "eos": "far"}
+
+
+def check_target_vectors(value, dotted):
+    """`check` of `data.target_vectors`: each key's type and range.
+
+    Raises:
+        ConfigError: naming `dotted.key` and the value received.
+    """
+    if value is None:
+        return
+    for key in ("dim", "epochs"):
+        if key in value and (isinstance(value[key], bool) or not isinstance(value[key], int)
+                             or value[key] < 1):
+            raise ConfigError(f"{dotted}.{key} must be an int >= 1. "
+                              f"Received: {dotted}.{key}={value[key]!r}")
+    if value.get("path") is not None and not isinstance(value["path"], str):
+        raise ConfigError(f"{dotted}.path must be a file path or None. "
+                          f"Received: {dotted}.path={value['path']!r}")
+    choices = {"model": ("fasttext", "word2vec"), "eos": ("far", "file", "negative_period")}
+    for key, allowed in choices.items():
+        if key in value and value[key] not in allowed:
+            raise ConfigError(f"{dotted}.{key} must be one of {', '.join(map(repr, allowed))}. "
+                              f"Received: {dotted}.{key}={value[key]!r}")
+    if "center" in value and not isinstance(value["center"], bool):
+        raise ConfigError(f"{dotted}.center must be true or false. "
+                          f"Received: {dotted}.center={value['center']!r}")
+    components = value.get("remove_components", 0)
+    if isinstance(components, bool) or not isinstance(components, int) or components < 0:
+        raise ConfigError(f"{dotted}.remove_components must be an int >= 0. "
+                          f"Received: {dotted}.remove_components={components!r}")
+    if components and not value.get("center", False):
+        raise ConfigError(f"{dotted}.remove_components removes principal components of centred "
+                          f"vectors: it needs {dotted}.center: true. Received: "
+                          f"{dotted}.remove_components={components!r}, "
+                          f"{dotted}.center={value.get('center', False)!r}")

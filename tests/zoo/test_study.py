@@ -407,7 +407,7 @@ def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
 def test_the_report_names_the_words_each_arm_overproduces(tmp_path):
     # The Kumar study's records (docs/results/study/kumar): vMF's nearest-neighbour
     # decoding repeats its hubs ("Thus" 723 times at seed 1 against 1 in the references).
-    from tf_outheads_zoo.study.report import hubness_lines, overproduced_words
+    from tf_outheads_zoo.study.words import hubness_lines, overproduced_words
 
     repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     vmf = os.path.join(repository, study_module.RECORDS_DIR, "kumar", "vmf", "s1")
