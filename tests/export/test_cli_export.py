@@ -73,6 +73,7 @@ def test_export_leaves_the_keras_file_loadable(trained_run, tmp_path):
             == Translator(model, source_tokenizer, target_tokenizer).translate(source))
 
 
+@pytest.mark.slow  # ~12 s: in the slow set, for the fast suite's 10-minute budget
 def test_a_rewe_head_stays_out_of_the_export(bible_tokenizer, tmp_path):
     model = LSTMSeq2Seq(bible_tokenizer.vocab_size, bible_tokenizer.vocab_size,
                         embedding_dim=SIZE, hidden_dim=SIZE, num_layers=1, head="tied",

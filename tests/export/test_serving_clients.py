@@ -70,6 +70,7 @@ def rest_url(exports, tmp_path_factory):
             process.kill()
 
 
+@pytest.mark.slow  # ~12 s: in the slow set, for the fast suite's 10-minute budget
 def test_rest_client_translates_like_the_translator(rest_url, tiny_models, tokenizer):
     model = tiny_models["tied"]
     greedy = Translator(model, tokenizer, tokenizer).translate(SOURCES[:2])

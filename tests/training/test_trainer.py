@@ -97,6 +97,7 @@ def test_killed_run_resumes_with_same_weights_and_batches(tmp_path):
             np.testing.assert_array_equal(a[name], b[name])
 
 
+@pytest.mark.slow  # ~12 s: in the slow set, for the fast suite's 10-minute budget
 def test_backup_restores_step_and_optimizer_state(tmp_path):
     model = _model()
     training.fit(model, _dataset(BATCHES), epochs=1, steps_per_epoch=3, verbose=0,

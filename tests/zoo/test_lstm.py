@@ -403,6 +403,7 @@ def python_seeded():
     random.setstate(state)
 
 
+@pytest.mark.slow  # ~12 s: in the slow set, for the fast suite's 10-minute budget
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 @pytest.mark.filterwarnings("ignore:Your input ran out of data")
 def test_training_on_bible_slice_lowers_loss_and_greedy_decodes(
