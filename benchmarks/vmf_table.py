@@ -114,6 +114,7 @@ def run_table(options, log=print):
                                                     eos=eos, **settings)
                 own = table.vectors[table.has_vector]
                 eos_cosines[eos] = float(np.max(own @ table.vectors[data.EOS_ID]))
+            # The rows with a vector are the same whatever the </s>: the last table serves.
             ids = np.flatnonzero(table.has_vector)
             result = hubness(table.vectors[ids], k=options.k)
             summary = result.as_dict(names=lambda i: tokenizer.id_to_piece(int(ids[i])))

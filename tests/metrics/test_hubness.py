@@ -72,3 +72,23 @@ def test_summary_names_the_hubs():
 def test_errors_name_the_argument(kwargs, message):
     with pytest.raises(ValueError, match=message):
         hubness(**kwargs)
+
+
+def test_query_rows_count_only_those_queries():
+    rng = np.random.default_rng(2)
+    points = rng.standard_normal((200, 8))
+    rows = np.array([3, 50, 199])
+    counts = hubness(points, k=4, query_rows=rows).k_occurrence
+    assert counts.sum() == 3 * 4
+    # The same as giving those rows as queries, each leaving itself out.
+    expected = np.zeros(200, dtype=int)
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    for row in rows:
+        similarity = unit @ unit[row]
+        similarity[row] = -np.inf
+        expected[np.argsort(-similarity)[:4]] += 1
+    np.testing.assert_array_equal(counts, expected)
+    with pytest.raises(ValueError, match=r"`query_rows` must be"):
+        hubness(points, k=4, query_rows=[200])
+    with pytest.raises(ValueError, match=r"not both"):
+        hubness(points, queries=points, k=4, query_rows=rows)

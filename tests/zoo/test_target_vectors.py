@@ -41,3 +41,16 @@ def test_the_table_follows_the_options_and_is_recorded_with_its_hubness(
     assert "</s> " not in (tmp_path / "plain" / "target_vectors.vec").read_text(encoding="utf-8")
     assert "seeded random unit vector" in plain.special["</s>"]
     assert not np.allclose(plain.vectors[EOS_ID], table.vectors[EOS_ID])
+
+
+def test_a_large_table_s_hubness_is_estimated_from_a_sample_of_queries(
+        bible_slice, bible_tokenizer, tmp_path):
+    from tf_outheads_zoo.components import table_hubness
+
+    table = prepare_target_vectors({"target_vectors": {"dim": 16, "epochs": 1}}, bible_slice,
+                                   bible_tokenizer, str(tmp_path), seed=3, log=lambda *_: None)
+    whole = table_hubness(table, bible_tokenizer)
+    sampled = table_hubness(table, bible_tokenizer, queries=100)
+    assert whole["queries"] == table.counts["with_vector"] > 100
+    assert sampled["queries"] == 100 and sampled["candidates"] == whole["candidates"]
+    assert sum(count for _, count in sampled["top"]) <= 100 * 10

@@ -10,7 +10,7 @@ in 1,068 dev verses whose references hold it once.
 
 :func:`hubness` measures it with the k-occurrence `N_k(c)`, the number of
 queries that have candidate `c` among their `k` nearest neighbours (by cosine),
-and its skewness `S = E[(N_k − μ)³] / σ³` (Radovanović et al., Eq. 1): about 0
+and its skewness `S = E[(N_k − μ)³] / σ³` (Radovanović et al. 2010): about 0
 for a table without hubs, large and positive with them (text word vectors give
 ~1–10 at k = 10).
 """
@@ -73,7 +73,7 @@ def _unit_rows(name, array):
     return array / np.maximum(norms, 1e-12)
 
 
-def hubness(candidates, queries=None, k=10, top=20):
+def hubness(candidates, queries=None, k=10, top=20, query_rows=None):
     """k-occurrence and its skewness of the cosine nearest-neighbour search.
 
     Args:
@@ -83,6 +83,10 @@ def hubness(candidates, queries=None, k=10, top=20):
             vectors a model predicted on dev). `None`: the candidates
             themselves, each leaving itself out of its own neighbours (the
             table's intrinsic hubness).
+        query_rows: int array or `None`. With `queries=None`, only these rows of
+            the candidates are queries (each still leaving itself out): a
+            sample that estimates a large table's skewness at a fraction of the
+            cost (the search is `queries × N`). Defaults to `None` (every row).
         k: int in `[1, N)` (`[1, N]` with `queries`). Neighbours per query.
             Defaults to `10`, the usual choice.
         top: int >= 0. How many of the most retrieved candidates to list.
@@ -106,11 +110,21 @@ def hubness(candidates, queries=None, k=10, top=20):
 
     References:
         Radovanović, Nanopoulos & Ivanović 2010, "Hubs in Space", JMLR 11
-        (Eq. 1: the skewness of N_k).
+        (the skewness of N_k as the measure of hubness).
     """
     candidates = _unit_rows("candidates", candidates)
     self_queries = queries is None
-    queries = candidates if self_queries else _unit_rows("queries", queries)
+    rows = np.arange(candidates.shape[0])
+    if query_rows is not None:
+        if not self_queries:
+            raise ValueError("`query_rows` picks queries among the candidates; give it or "
+                             "`queries`, not both. Received: both")
+        rows = np.asarray(query_rows)
+        if (rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer)
+                or rows.min() < 0 or rows.max() >= candidates.shape[0]):
+            raise ValueError(f"`query_rows` must be a non-empty 1-D array of row indices in "
+                             f"[0, {candidates.shape[0]}). Received: {query_rows!r}")
+    queries = candidates[rows] if self_queries else _unit_rows("queries", queries)
     if queries.shape[1] != candidates.shape[1]:
         raise ValueError(f"`queries` must have the candidates' dim {candidates.shape[1]}. "
                          f"Received: queries of shape {queries.shape}")
@@ -124,8 +138,7 @@ def hubness(candidates, queries=None, k=10, top=20):
     for start in range(0, queries.shape[0], _CHUNK):
         block = queries[start:start + _CHUNK] @ candidates.T  # (chunk, N)
         if self_queries:
-            rows = np.arange(block.shape[0])
-            block[rows, start + rows] = -np.inf
+            block[np.arange(block.shape[0]), rows[start:start + _CHUNK]] = -np.inf
         nearest = np.argpartition(-block, k - 1, axis=1)[:, :k]
         counts += np.bincount(nearest.ravel(), minlength=candidates.shape[0])
     mean, std = counts.mean(), counts.std()
