@@ -1,6 +1,7 @@
 """tf_outheads_zoo.study: seeded runs on one shared tokenizer, and the results page they produce."""
 
 import dataclasses
+import gzip
 import json
 import os
 import re
@@ -405,13 +406,19 @@ def test_the_same_corpus_at_another_path_is_the_same_data(toy_runs, tmp_path):
 
 
 def test_the_report_names_the_words_each_arm_overproduces(tmp_path):
-    # The Kumar study's records (docs/results/study/kumar): vMF's nearest-neighbour
-    # decoding repeats its hubs ("Thus" 723 times at seed 1 against 1 in the references).
+    # The first Kumar study's seed-1 vMF dev outputs (the paper's plain target table,
+    # code 4555569): its nearest-neighbour decoding repeated its hubs ("Thus" 723 times
+    # against 1 in the references).
     from tf_outheads_zoo.study.words import hubness_lines, overproduced_words
 
-    repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    vmf = os.path.join(repository, study_module.RECORDS_DIR, "kumar", "vmf", "s1")
-    words = overproduced_words([vmf])
+    record = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                          "kumar_plain_table_vmf_s1")
+    vmf = tmp_path / "vmf" / "s1"
+    vmf.mkdir(parents=True)
+    for name in ("dev.hyp", "dev.ref"):
+        with gzip.open(os.path.join(record, name + ".gz"), "rb") as f:
+            (vmf / name).write_bytes(f.read())
+    words = overproduced_words([str(vmf)])
     assert words[0][0] == "Thus" and words[0][1] >= 700 and words[0][2] <= 3
     assert all(out > ref for _, out, ref in words)
     # A run whose outputs are its references overproduces nothing.
