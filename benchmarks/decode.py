@@ -180,7 +180,8 @@ def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentence
                 num_hypotheses=tf.constant([1]), replace_unk=tf.constant([0]),
                 sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
                 sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64),
-                with_alignments=tf.constant([-1]), target_prefix=tf.constant([""]))
+                with_alignments=tf.constant([-1]), eos_bias=tf.constant([float("nan")]),
+                block_repeats=tf.constant([-1]), target_prefix=tf.constant([""]))
             for index, text in zip(indices, result["translations"].numpy()[:, 0]):
                 outputs[index] = text.decode("utf-8")
         return outputs

@@ -93,7 +93,8 @@ def translate(directory, output):
             num_hypotheses=tf.constant([n]), replace_unk=tf.constant([replace]),
             sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
             sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64),
-            with_alignments=tf.constant([-1]), target_prefix=tf.constant([""]))
+            with_alignments=tf.constant([-1]), eos_bias=tf.constant([math.nan]),
+            block_repeats=tf.constant([-1]), target_prefix=tf.constant([""]))
     result = {
         "tensorflow": tf.__version__,
         "tensorflow_text": tensorflow_text.__version__,
@@ -198,7 +199,8 @@ def grpc_check(directory):
                 replace_unk=tf.constant([int(options.get("replace_unk", -1))]),
                 sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
                 sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64),
-            with_alignments=tf.constant([-1]), target_prefix=tf.constant([""]))
+            with_alignments=tf.constant([-1]), eos_bias=tf.constant([math.nan]),
+            block_repeats=tf.constant([-1]), target_prefix=tf.constant([""]))
             expected = [[text.decode("utf-8") for text in row]
                         for row in direct["translations"].numpy()]
             if [prediction["translations"] for prediction in got] != expected:

@@ -24,7 +24,7 @@ DEFAULT_MODEL = "translator"
 def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_penalty=None,
                   num_hypotheses=None, replace_unk=None, sampling_topk=None,
                   sampling_topp=None, sampling_temperature=None, seed=None,
-                  with_alignments=None, target_prefix=None):
+                  with_alignments=None, target_prefix=None, eos_bias=None, block_repeats=None):
     """A `PredictRequest` for `sources` (options `None`: the export's default; gRPC
     leaves them out and the server fills in the signature's recorded `-1`)."""
     import tensorflow as tf
@@ -42,6 +42,9 @@ def build_request(sources, model_name=DEFAULT_MODEL, beam_size=None, length_pena
                "seed": (seed, tf.int64),
                "with_alignments": (None if with_alignments is None
                                    else int(bool(with_alignments)), tf.int32),
+               "eos_bias": (eos_bias, tf.float32),
+               "block_repeats": (None if block_repeats is None
+                                 else int(bool(block_repeats)), tf.int32),
                "target_prefix": (target_prefix or None, tf.string)}
     given = {name: value for name, value in options.items() if value[0] is not None}
     request.model_spec.signature_name = "translate" if given else "serving_default"
@@ -101,11 +104,15 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
     parser.add_argument("--target-prefix", help="text every translation starts with")
     parser.add_argument("--with-alignments", type=int, choices=(0, 1))
+    parser.add_argument("--eos-bias", type=float,
+                        help="added to EOS's score at every step (< 0: longer outputs)")
+    parser.add_argument("--block-repeats", type=int, choices=(0, 1),
+                        help="1: no piece right after itself")
     args = parser.parse_args(argv)
     sources = args.sources or sys.stdin.read().splitlines()
     names = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
              "sampling_topp", "sampling_temperature", "seed", "with_alignments",
-             "target_prefix")
+             "target_prefix", "eos_bias", "block_repeats")
     predictions = translate(sources, target=args.target, model_name=args.model,
                             **{name: getattr(args, name) for name in names})
     for prediction in predictions:

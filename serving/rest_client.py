@@ -5,6 +5,7 @@
         "Jehová es mi pastor; nada me faltará." "Y dijo Dios: Sea la luz."
     python serving/rest_client.py --url http://host:8501/v1/models/translator < sources.txt
     python serving/rest_client.py --sampling-topk 10 --seed 7 "Y dijo Dios: Sea la luz."
+    python serving/rest_client.py --eos-bias -1.5 --block-repeats 1 "Y dijo Dios: Sea la luz."
 
 Without options the request goes to the `serving_default` signature
 (`{"instances": ["...", ...]}`: the export's defaults). With any option it goes
@@ -16,9 +17,13 @@ defaults; `-1` means "the export's default"):
      "instances": [{"sources": "...", "beam_size": 5, "length_penalty": 0.6,
                     "num_hypotheses": 3, "replace_unk": -1, "sampling_topk": -1,
                     "sampling_topp": -1, "sampling_temperature": -1, "seed": -1,
-                    "with_alignments": -1, "target_prefix": ""}, ...]}
+                    "with_alignments": -1, "eos_bias": NaN, "block_repeats": -1,
+                    "target_prefix": ""}, ...]}
 
-(Exports made before sampling have only the first four options: TF Serving
+`eos_bias` is not set with `NaN` (TF Serving's REST JSON reads it; a negative bias is
+a real value, so `-1` cannot mean "not set").
+
+(Exports made before an option have only the options of their time: TF Serving
 answers a request naming the others with `JSON object keys must be equal
 to: ...`, listing the inputs that export has; use the client of that version.)
 
@@ -42,9 +47,12 @@ import urllib.request
 
 DEFAULT_URL = "http://localhost:8501/v1/models/translator"
 OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
-           "sampling_topp", "sampling_temperature", "seed", "with_alignments",
-           "target_prefix")
-FLOAT_OPTIONS = ("length_penalty", "sampling_topp", "sampling_temperature")
+           "sampling_topp", "sampling_temperature", "seed", "with_alignments", "eos_bias",
+           "block_repeats", "target_prefix")
+FLOAT_OPTIONS = ("length_penalty", "sampling_topp", "sampling_temperature", "eos_bias")
+BOOL_OPTIONS = ("replace_unk", "with_alignments", "block_repeats")
+# What a row sends for an option left out: the export's default.
+NOT_SET = {"eos_bias": float("nan")}
 MAX_SOURCES = 256  # an export's default `max_request_sources`
 
 
@@ -54,10 +62,11 @@ def build_request(sources, **options):
     Args:
         sources: list of str.
         **options: the `translate` signature's options (`OPTIONS`), each a
-            number or `None` (not set: the export's default); `replace_unk` a
-            bool; `target_prefix` a str every translation starts with (`""`:
-            none). With `seed`, the source at position i of this request
-            draws its sample with `row_seeds(seed, i)`.
+            number or `None` (not set: the export's default); `replace_unk`,
+            `with_alignments` and `block_repeats` bools; `target_prefix` a
+            str every translation starts with (`""`: none). With `seed`, the
+            source at position i of this request draws its sample with
+            `row_seeds(seed, i)`.
 
     Returns:
         dict: `{"instances": sources}` when no option is given, else the
@@ -77,10 +86,12 @@ def build_request(sources, **options):
         if name == "target_prefix":
             values[name] = value or ""
             continue
-        if name in ("replace_unk", "with_alignments") and value is not None:
+        if name in BOOL_OPTIONS and value is not None:
             value = bool(value)
-        values[name] = (-1.0 if name in FLOAT_OPTIONS else -1) if value is None else (
-            float(value) if name in FLOAT_OPTIONS else int(value))
+        if value is None:
+            values[name] = NOT_SET.get(name, -1.0 if name in FLOAT_OPTIONS else -1)
+        else:
+            values[name] = float(value) if name in FLOAT_OPTIONS else int(value)
     return {"signature_name": "translate",
             "instances": [dict(sources=source, **values) for source in sources]}
 
@@ -132,6 +143,10 @@ def main(argv=None):
     parser.add_argument("--target-prefix", help="text every translation starts with")
     parser.add_argument("--with-alignments", type=int, choices=(0, 1),
                         help="1: 'i-j' alignments of each translation's pieces")
+    parser.add_argument("--eos-bias", type=float,
+                        help="added to EOS's score at every step (< 0: longer outputs)")
+    parser.add_argument("--block-repeats", type=int, choices=(0, 1),
+                        help="1: no piece right after itself")
     parser.add_argument("--max-sources", type=int, default=MAX_SOURCES,
                         help=f"sources per request (default {MAX_SOURCES}, the export's limit)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")

@@ -80,6 +80,7 @@ def _train(args):
 
 
 SAMPLING_OPTIONS = ("sampling_topk", "sampling_topp", "sampling_temperature")
+CONSTRAINT_OPTIONS = ("eos_bias", "block_repeats")  # tf_outheads.decoding.constraints
 
 
 def _override(options, args, names):
@@ -121,7 +122,8 @@ def _translate(args):
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
     options = dict(preset["decode"])
     _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk",
-                              "sampling_topk", "sampling_topp", "sampling_temperature", "seed"))
+                              "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
+                              *CONSTRAINT_OPTIONS))
     if any(getattr(args, name) is not None for name in SAMPLING_OPTIONS):
         if options.get("beam_size", 1) > 1 and args.beam_size is not None:
             raise CommandError(f"--beam-size {args.beam_size} with sampling: sampling draws "
@@ -259,6 +261,17 @@ def _int_tuple(text):
         raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from None
 
 
+def _add_constraint_flags(parser, which=""):
+    """--eos-bias and --block-repeats/--no-block-repeats (default: the run's decode.*)."""
+    parser.add_argument("--eos-bias", type=float, metavar="B",
+                        help=f"{which}bias added to EOS's score at every step, in the head's "
+                             "score unit (nats; a cosine for cosine scoring); < 0: longer "
+                             "outputs (default: the run's decode.eos_bias)")
+    parser.add_argument("--block-repeats", action=argparse.BooleanOptionalAction,
+                        default=None, help=f"{which}no piece right after itself (default: "
+                                           "the run's decode.block_repeats)")
+
+
 def _export(args):
     from tf_outheads_zoo.runs import export_run
 
@@ -267,7 +280,7 @@ def _export(args):
     options = {}
     _override(options, args, ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
                               "beam_sizes", "max_source_length", "max_request_sources",
-                              "max_request_pieces"))
+                              "max_request_pieces", *CONSTRAINT_OPTIONS))
     path = export_run(args.run_dir, args.output, **options)
     print(f"[export] SavedModel written to {path} (signatures serving_default, translate; "
           f"see serving/README.md)")
@@ -415,6 +428,7 @@ def build_parser():
     translate.add_argument("--seed", type=int,
                            help="sampling seed: the same seed, the same samples (line i draws "
                                 "with its own seed from it, as the SavedModel does)")
+    _add_constraint_flags(translate)
     translate.set_defaults(func=_translate)
 
     score = commands.add_parser(
@@ -453,6 +467,7 @@ def build_parser():
     export.add_argument("--max-request-pieces", type=int,
                         help="subword pieces one request's sources may hold in all; more are "
                              "refused (default 16384)")
+    _add_constraint_flags(export, "default ")
     export.set_defaults(func=_export)
 
     compare = commands.add_parser(

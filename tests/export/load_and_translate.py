@@ -100,10 +100,10 @@ def main():
                 inputs[key] = tf.constant([base64.b64decode(text) for text in inputs[key]],
                                           tf.string)
         dtypes = {"length_penalty": tf.float32, "sampling_topp": tf.float32,
-                  "sampling_temperature": tf.float32, "seed": tf.int64}
+                  "sampling_temperature": tf.float32, "seed": tf.int64, "eos_bias": tf.float32}
         for key in ("beam_size", "num_hypotheses", "replace_unk", "length_penalty",
                     "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
-                    "with_alignments"):
+                    "with_alignments", "eos_bias", "block_repeats"):
             if key in inputs:
                 inputs[key] = tf.constant(inputs[key], dtypes.get(key, tf.int32))
         function = loaded[call["export"]].signatures[call["signature"]]

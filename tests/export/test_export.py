@@ -102,6 +102,9 @@ def served(exports, spanish_test_verses, english_test_verses, long_text):
     calls["aligned"] = server.call("tied", spanish_test_verses, beam_size=[1, BEAM] * 4,
                                    num_hypotheses=2, with_alignments=1)
     calls["one prefix"] = server.call("tied", spanish_test_verses[:2], target_prefix="And")
+    # +5 ends at once; NaN (not set) and -5 never end early with this model.
+    calls["constrained"] = server.call("tied", [spanish_test_verses[i] for i in (0, 1, 1)],
+                                       eos_bias=[5.0, float("nan"), -5.0], block_repeats=1)
     calls["prefix too long"] = server.call("tied", ["Sea la luz", "Y"],
                                            target_prefix=["", " ".join(english_test_verses)])
     calls["prefix length"] = server.call("tied", spanish_test_verses[:3],
@@ -457,7 +460,8 @@ def test_export_records_its_options(exports):
         config = json.load(f)
     assert config["beam_sizes"] == [1, BEAM]
     assert config["defaults"] == {"beam_size": 1, "length_penalty": 0.0, "num_hypotheses": 1,
-                                  "replace_unk": False}
+                                  "replace_unk": False, "eos_bias": 0.0,
+                                  "block_repeats": False}
     assert config["head_cache"] == ["output_bias", "output_kernel"]
     for signature in ("serving_default", "translate"):
         assert config["signatures"][signature]["outputs"] == [
@@ -471,9 +475,24 @@ def test_translate_options_have_recorded_defaults(served):
     """`SignatureDef.defaults`: a gRPC request may leave the options out."""
     _, response = served
     defaults = response["graph"]["tied"]["defaults"]
+    # NaN: `eos_bias` not set (a negative bias is a real one).
+    assert math.isnan(defaults["translate"].pop("eos_bias")[0])
     assert defaults["translate"] == {"beam_size": [-1], "length_penalty": [-1.0],
                                      "num_hypotheses": [-1], "replace_unk": [-1],
                                      "sampling_topk": [-1], "sampling_topp": [-1.0],
                                      "sampling_temperature": [-1.0], "seed": [-1],
-                                     "with_alignments": [-1], "target_prefix": [""]}
+                                     "with_alignments": [-1], "block_repeats": [-1],
+                                     "target_prefix": [""]}
     assert defaults["serving_default"] == {}
+
+
+def test_per_request_constraints_reach_the_saved_model_s_search(served):
+    """An EOS bias and blocked repeats per request, read without tf_outheads
+    (tests/export/test_export_options.py compares them with `Translator`'s)."""
+    results, _ = served
+    outputs = results["constrained"]
+    texts = translations(outputs)
+    assert texts[0] == "" and -100 < outputs["scores"][0][0] < 0  # the model's score
+    assert texts[1] == texts[2] != ""  # one source, its output limit either way
+    # The tied model repeats pieces: blocked, its output differs from the plain one.
+    assert texts[1] != translations(results["tied", "greedy"])[1]

@@ -33,9 +33,11 @@ class WithoutAlignments:
         ({"num_hypotheses": 3, "beam_size": 2}, "num_hypotheses=3"),
         ({"max_request_sources": 0}, "max_request_sources=0"),
         ({"max_request_pieces": 2.5}, "max_request_pieces=2.5"),
+        ({"eos_bias": float("nan")}, "eos_bias=nan"),
+        ({"block_repeats": 1}, "block_repeats=1"),
     ],
     ids=["nan", "inf", "negative", "above_10", "ratio_nan", "offset", "source_length", "n_best",
-         "request_sources", "request_pieces"],
+         "request_sources", "request_pieces", "eos_bias", "block_repeats"],
 )
 def test_export_refuses_default_options_out_of_range(tiny_models, tokenizer, tmp_path, kwargs,
                                                      message):
@@ -81,3 +83,45 @@ def test_sampling_is_refused_where_the_head_has_no_distribution(bible_tokenizer,
         module.translate(sources, **signature_options(sampling_temperature=0.7))
     outputs = module.translate(sources, **signature_options(seed=3))  # a seed alone is fine
     assert outputs["translations"].shape == (2, 1)
+
+
+@pytest.fixture(scope="module")
+def biased_module(tiny_models, tokenizer):
+    """The tied model's greedy translator with an EOS bias of +1 by default: it then ends
+    every test verse at once (without a bias, at the output limit)."""
+    return TranslatorModule(tiny_models["tied"], tokenizer, tokenizer, beam_sizes=(1,),
+                            eos_bias=1.0)
+
+
+def test_per_request_constraints_reach_the_search(biased_module, tiny_models, tokenizer,
+                                                  spanish_test_verses):
+    from tf_outheads.decoding import Translator
+
+    config = biased_module.config()
+    assert config["defaults"]["eos_bias"] == 1.0 and config["defaults"]["block_repeats"] is False
+    assert config["signatures"]["translate"]["inputs"][-3:] == ["eos_bias", "block_repeats",
+                                                                "target_prefix"]
+    sources = spanish_test_verses[:3]
+    default = biased_module.translate(tf.constant(sources), **signature_options())
+    assert [row[0] for row in default["translations"].numpy().tolist()] == [b""] * 3
+    # NaN: the export's default; -5 (a real bias, not "unset"): longer outputs, the
+    # Translator's with that bias, scores included.
+    outputs = biased_module.translate(tf.constant(sources), **signature_options(
+        eos_bias=[float("nan"), -5.0, -5.0], block_repeats=[-1, 0, 1]))
+    texts = [row[0].decode("utf-8") for row in outputs["translations"].numpy()]
+    scores = outputs["scores"].numpy()[:, 0]
+    assert texts[0] == "" and scores[0] == pytest.approx(default["scores"].numpy()[0, 0])
+    for row, block in ((1, False), (2, True)):
+        expected = Translator(tiny_models["tied"], tokenizer, tokenizer, eos_bias=-5.0,
+                              block_repeats=block).translate([sources[row]], with_scores=True)
+        assert len(texts[row]) > 20 and (texts[row], pytest.approx(scores[row], abs=1e-3)) \
+            == expected[0]
+
+
+@pytest.mark.parametrize("eos_bias", [float("inf"), float("-inf"), 100.5, -1e4])
+def test_an_infinite_or_too_large_eos_bias_is_refused_by_name(biased_module, eos_bias):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"`eos_bias` must be finite and in \[-100, 100\], or NaN for the "
+                             r"export default. Received: eos_bias="):
+        biased_module.translate(tf.constant(["Y dijo Dios", "Sea la luz"]),
+                                **signature_options(eos_bias=[0.0, eos_bias]))

@@ -13,7 +13,8 @@ from tf_outheads.export import MAX_REQUEST_PIECES, MAX_REQUEST_SOURCES, MAX_SOUR
 PATH = "/v1/models/translator:predict"
 OPTIONS = {"beam_size": -1, "length_penalty": -1.0, "num_hypotheses": -1, "replace_unk": -1,
            "sampling_topk": -1, "sampling_topp": -1.0, "sampling_temperature": -1.0, "seed": -1,
-           "with_alignments": -1, "target_prefix": ""}
+           "with_alignments": -1, "eos_bias": float("nan"), "block_repeats": -1,
+           "target_prefix": ""}
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,8 @@ BAD_BODIES = {
                                             "num_hypotheses": [-1], "replace_unk": [-1],
                                             "sampling_topk": [-1], "sampling_topp": [-1],
                                             "sampling_temperature": [-1], "seed": [-1],
-                                            "with_alignments": [-1], "target_prefix": [""]}},
+                                            "with_alignments": [-1], "eos_bias": [-1.0],
+                                            "block_repeats": [-1], "target_prefix": [""]}},
                                 "Received: length_penalty="),
     "bad b64": ({"instances": [{"b64": "%%%"}]}, ""),
     "number signature_name": ({"signature_name": 7, "instances": ["a"]}, "signature_name"),

@@ -1,6 +1,7 @@
 """`serving/rest_client.py` against the REST stand-in on loopback (no TF Serving here)."""
 
 import importlib.util
+import math
 import subprocess
 import sys
 
@@ -30,9 +31,14 @@ def test_request_bodies_follow_the_signatures():
                                     "num_hypotheses": -1, "replace_unk": 1,
                                     "sampling_topk": -1, "sampling_topp": -1.0,
                                     "sampling_temperature": -1.0, "seed": -1,
-                                    "with_alignments": -1, "target_prefix": ""}
+                                    "with_alignments": -1, "block_repeats": -1,
+                                    "target_prefix": "", "eos_bias": body["instances"][1]
+                                    ["eos_bias"]}
+    assert math.isnan(body["instances"][1]["eos_bias"])  # not set: a bias may be -1
     body = rest_client.build_request(["a"], sampling_topp=0.9, seed=3)
     assert body["instances"][0]["sampling_topp"] == 0.9 and body["instances"][0]["seed"] == 3
+    body = rest_client.build_request(["a"], eos_bias=-1, block_repeats=True)
+    assert body["instances"][0]["eos_bias"] == -1.0 and body["instances"][0]["block_repeats"] == 1
     with pytest.raises(TypeError, match="sampling_top_k"):
         rest_client.build_request(["a"], sampling_top_k=3)
 

@@ -626,3 +626,57 @@ def test_score_command_writes_the_scorer_s_numbers(trained_run, tmp_path, capsys
         cli.main(["score", "--run-dir", trained_run, "--source", str(tmp_path / "src"),
                   "--target", str(tmp_path / "tgt")])
     assert "has 2 lines and --target" in capsys.readouterr().err
+
+
+def test_decoding_constraint_flags_reach_the_translator_and_the_export(tmp_path, monkeypatch,
+                                                                      capsys):
+    # No model: the run is stubbed, the Translator records what it is given.
+    import tf_outheads.decoding.translator as translator_module
+    from tf_outheads_zoo import runs
+
+    stored = get_preset("lstm-tiny", {"decode.eos_bias": 2.0, "decode.block_repeats": True})
+    given = []
+
+    class Recorder:
+        def __init__(self, model, source_tokenizer, target_tokenizer, **options):
+            given.append(options)
+
+        def translate(self, sources, **kwargs):
+            return [(source, 0.0) for source in sources]
+
+    monkeypatch.setattr(runs, "load_run", lambda run_dir: (None, None, None, stored))
+    monkeypatch.setattr(translator_module, "Translator", Recorder)
+    source = tmp_path / "src.txt"
+    source.write_text("Y dijo Dios.\n", encoding="utf-8")
+    command = ["translate", "--run-dir", "run", "--input", str(source)]
+    for flags, expected in (([], (2.0, True)),  # the run's decode settings
+                            (["--eos-bias", "-1.5", "--no-block-repeats"], (-1.5, False)),
+                            (["--eos-bias=-100", "--block-repeats"], (-100.0, True))):
+        cli.main(command + flags)
+        assert (given[-1]["eos_bias"], given[-1]["block_repeats"]) == expected, flags
+    exported = []
+    monkeypatch.setattr(runs, "export_run", lambda run_dir, output, **options:
+                        exported.append(options) or output)
+    cli.main(["export", "--run-dir", "run", "--output", "out", "--eos-bias", "-3",
+              "--block-repeats"])
+    assert exported[-1]["eos_bias"] == -3.0 and exported[-1]["block_repeats"] is True
+    cli.main(["export", "--run-dir", "run", "--output", "out"])
+    assert "eos_bias" not in exported[-1]  # export_run takes the run's decode settings:
+    from tf_outheads.export import export_options
+
+    assert export_options(stored["decode"])["eos_bias"] == 2.0
+    assert export_options(stored["decode"])["block_repeats"] is True
+
+
+def test_study_decodings_become_translate_flags():
+    # A study file's `decodings: {long: {eos_bias: -2, block_repeats: true}}`.
+    from tf_outheads_zoo.study.runner import translate_flags
+
+    flags = translate_flags({"beam_size": 5, "eos_bias": -2.0, "block_repeats": True,
+                             "replace_unk": False})
+    assert flags == ["--beam-size", "5", "--eos-bias", "-2.0", "--block-repeats",
+                     "--no-replace-unk"]
+    args = cli.build_parser().parse_args(["translate", "--run-dir", "r", "--input", "i",
+                                          *flags])
+    assert (args.beam_size, args.eos_bias, args.block_repeats, args.replace_unk) == (
+        5, -2.0, True, False)

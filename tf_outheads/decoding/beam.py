@@ -258,7 +258,7 @@ def _check_coverage_state(state, where):
 
 
 def _check_arguments(beam_size, num_hypotheses, min_length, coverage_penalty,
-                     length_penalty, max_step_score):
+                     length_penalty, max_step_score, max_eos_bias=0.0):
     """`beam_search`'s argument checks; returns `(beam_size, num_hypotheses)` as ints.
 
     Raises:
@@ -301,6 +301,13 @@ def _check_arguments(beam_size, num_hypotheses, min_length, coverage_penalty,
         raise ValueError(
             "`max_step_score` must be a finite float or None. "
             f"Received: max_step_score={max_step_score}"
+        )
+    if isinstance(max_eos_bias, (int, float, np.number)) and not (
+        math.isfinite(max_eos_bias) and max_eos_bias >= 0
+    ):
+        raise ValueError(
+            "`max_eos_bias` must be a finite float >= 0. "
+            f"Received: max_eos_bias={max_eos_bias}"
         )
     return beam_size, int(num_hypotheses)
 
@@ -550,14 +557,15 @@ def select_alive(log_probs, ends, candidates, beam_size):
 
 
 def best_reachable_scores(best_alive, length, limits, end_lengths, end_penalties,
-                          max_step_score):
+                          max_step_score, max_eos_bias=0.0):
     """An upper bound on every final score an alive hypothesis can still reach.
 
-    With every future log-score at most `u = max_step_score` and `cp <= 0`,
-    an alive hypothesis of length `t` and log-probability `A` that ends at
-    length `L` (`t < L <= limit`) scores at most `(A + (L - t) u) / lp(L)`;
-    the bound is the maximum of that over `L` for the best alive `A`, exact
-    for any `α`. For log-probabilities (`u = 0`, `α >= 0`) it is GNMT's
+    With every future log-score at most `u = max_step_score` (EOS's at most
+    `u + e`, `e = max_eos_bias`) and `cp <= 0`, an alive hypothesis of length
+    `t` and log-probability `A` (it holds no EOS) that ends at length `L`
+    (`t < L <= limit`) scores at most `(A + (L - t) u + e) / lp(L)`; the bound
+    is the maximum of that over `L` for the best alive `A`, exact for any `α`.
+    For log-probabilities (`u = 0`, `e = 0`, `α >= 0`) it is GNMT's
     `A / lp(limit)` (tensor2tensor `_is_not_finished`); for `α = 0`, `A`.
 
     Args:
@@ -568,6 +576,7 @@ def best_reachable_scores(best_alive, length, limits, end_lengths, end_penalties
         end_penalties: float32 `lp(end_lengths)`, `(max_steps,)` or
             `(batch, max_steps)` for one `α` per sentence.
         max_step_score: float `u`.
+        max_eos_bias: float `e >= 0`, or float32 `(batch, 1)`. Defaults to 0.0.
 
     Returns:
         float32 `(batch,)`, `-inf` for a sentence at its limit.
@@ -578,7 +587,7 @@ def best_reachable_scores(best_alive, length, limits, end_lengths, end_penalties
         end_lengths[tf.newaxis, :] <= limits[:, tf.newaxis],
     )  # (B, max_steps)
     final_scores = (
-        best_alive[:, tf.newaxis] + extra_steps * max_step_score
+        best_alive[:, tf.newaxis] + extra_steps * max_step_score + max_eos_bias
     ) / end_penalties
     return tf.reduce_max(tf.where(reachable, final_scores, _NEG_INF), axis=1)
 
@@ -646,7 +655,7 @@ class _BeamStep:
 
     def __init__(self, step_fn, batch_size, beam_size, limits, max_steps,
                  length_penalty, coverage_penalty, source_mask, min_length,
-                 num_hypotheses, eos_id, max_step_score):
+                 num_hypotheses, eos_id, max_step_score, max_eos_bias=0.0):
         self.step_fn = step_fn
         self.batch_size = batch_size
         self.beam_size = beam_size
@@ -658,6 +667,7 @@ class _BeamStep:
         self.num_hypotheses = num_hypotheses
         self.eos_id = eos_id
         self.max_step_score = max_step_score
+        self.max_eos_bias = max_eos_bias
         # Lengths a hypothesis may end at, and their length penalties, for the
         # stopping bound: computed once, outside the loop.
         self.end_lengths = tf.range(1, max_steps + 1)  # (max_steps,)
@@ -708,7 +718,7 @@ class _BeamStep:
         if self.max_step_score is not None:
             best_reachable = best_reachable_scores(
                 best_alive, length, self.limits, self.end_lengths,
-                self.end_penalties, self.max_step_score,
+                self.end_penalties, self.max_step_score, self.max_eos_bias,
             )
         done = sentences_done(
             loop.done, at_limit[:, 0], best_alive, finished.scores,
@@ -756,6 +766,7 @@ def beam_search(
     bos_id=BOS_ID,
     eos_id=EOS_ID,
     max_step_score=0.0,
+    max_eos_bias=0.0,
 ):
     """Decode with a batched beam search and return the n-best hypotheses.
 
@@ -788,7 +799,9 @@ def beam_search(
     `u = max_step_score` and `cp <= 0`, an alive hypothesis of length `t` and
     log-probability `A` that ends at length `L` (`t < L <= max_length`)
     scores at most `(A + (L - t) u) / lp(L)`; the bound is the maximum of
-    that over `L` for the best alive `A`, computed exactly for any `α`. For
+    that over `L` for the best alive `A`, computed exactly for any `α` (a
+    step function that may score EOS up to `e = max_eos_bias` higher adds
+    `e` once: `(A + (L - t) u + e) / lp(L)`). For
     log-probabilities (`u = 0`, `α >= 0`) it is GNMT's `A / lp(max_length)`
     (tensor2tensor `_is_not_finished`), and for `α = 0` it is `A` itself.
     Since what stays alive never depends on the finished pool, stopping
@@ -848,6 +861,12 @@ def beam_search(
             `None` when no bound is known (vMF log-likelihoods). A bound that
             does not hold makes the search stop too early. Defaults to
             `0.0`.
+        max_eos_bias: float `>= 0`, or a float tensor broadcastable to
+            `(batch, 1)`: how far above `max_step_score` `step_fn` may score
+            EOS (a positive `eos_bias` of
+            `tf_outheads.decoding.constraints.with_constraints`), used only by
+            the stopping rule, which adds it once (a hypothesis ends with one
+            EOS). Defaults to `0.0`.
 
     Returns:
         `BeamResult(ids, lengths, scores, log_probs)`.
@@ -885,7 +904,7 @@ def beam_search(
     """
     beam_size, num_hypotheses = _check_arguments(
         beam_size, num_hypotheses, min_length, coverage_penalty,
-        length_penalty, max_step_score,
+        length_penalty, max_step_score, max_eos_bias,
     )
     use_coverage = coverage_penalty > 0
     source_mask = None
@@ -902,7 +921,7 @@ def beam_search(
     step = _BeamStep(
         step_fn, batch_size, beam_size, limits, max_steps, length_penalty,
         coverage_penalty, source_mask, min_length, num_hypotheses, eos_id,
-        max_step_score,
+        max_step_score, max_eos_bias,
     )
     (loop_state,) = tf.while_loop(
         step.keep_going, step, (loop_state,), maximum_iterations=max_steps

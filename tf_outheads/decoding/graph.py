@@ -13,7 +13,9 @@ inside an exported SavedModel:
       └─ decode: output limit ratio × (pieces + EOS) + offset, 0 for a source
          without a piece; rows grouped by beam width: greedy_search (width 1)
          or beam_search (n = 1, or n = width for an n-best list), step
-         function `model.make_step_fn(head cache)`
+         function `model.make_step_fn(head cache)` (wrapped by
+         `tf_outheads.decoding.constraints` when an EOS bias or repeat blocking
+         is asked for)
       └─ SentencePiece detokenize, `<unk>` replacement by attention        (CPU)
     translations (batch, n) tf.string, scores (batch, n) float32
 
@@ -30,8 +32,10 @@ import tensorflow as tf
 from tf_outheads.compat import in_xla_context
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding.beam import beam_search
+from tf_outheads.decoding.constraints import remove_eos_bias, with_constraints
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
-from tf_outheads.decoding.options import (MAX_LENGTH_PENALTY, check_length_limits,
+from tf_outheads.decoding.options import (MAX_EOS_BIAS, MAX_LENGTH_PENALTY, check_block_repeats,
+                                          check_eos_bias, check_length_limits,
                                           check_length_penalty, check_sampling)
 from tf_outheads.decoding.prefix import with_target_prefix
 from tf_outheads.decoding.sampling import Sampling, row_seeds
@@ -39,7 +43,7 @@ from tf_outheads.decoding.unk import replace_unknown_words
 
 OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
                 "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
-                "with_alignments")
+                "with_alignments", "eos_bias", "block_repeats")
 SAMPLING_NAMES = ("sampling_topk", "sampling_topp", "sampling_temperature")
 _CPU = "/cpu:0"
 
@@ -85,21 +89,33 @@ class TranslationGraph:
         sampling_topk, sampling_topp, sampling_temperature: the default
             sampling (`tf_outheads.decoding.options.check_sampling`); all
             `None` (the default): the arg-max.
+        eos_bias: float, finite, in `[-100, 100]`. Added to EOS's score at
+            every step (`tf_outheads.decoding.constraints`; in the head's score
+            unit: nats for log-probabilities, a cosine for a continuous head
+            with `scoring="cosine"`); < 0 gives longer outputs. Reported scores
+            stay the model's. Defaults to 0.0.
+        block_repeats: bool. No piece right after itself (target prefixes are
+            still forced as given). Defaults to `False`. With both at their
+            defaults the model's step function is not wrapped at all.
 
     Raises:
         ValueError: `length_penalty`, `max_length_ratio`,
-            `max_length_offset` or `max_source_length` out of range (named,
-            with the value received), or `replace_unk=True` with a model that
-            cannot align; sampling options out of range, with a beam, or with a
-            head whose scores are not log-probabilities.
+            `max_length_offset`, `max_source_length` or `eos_bias` out of range,
+            or `block_repeats` not a bool (named, with the value received), or
+            `replace_unk=True` with a model that cannot align; sampling options
+            out of range, with a beam, or with a head whose scores are not
+            log-probabilities.
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, beam_size=1,
                  length_penalty=0.0, num_hypotheses=1, replace_unk=False, beam_sizes=(),
                  max_source_length=256, max_length_ratio=1.5, max_length_offset=10,
                  max_input_bytes=None, max_request_sources=None, max_request_pieces=None,
-                 sampling_topk=None, sampling_topp=None, sampling_temperature=None):
+                 sampling_topk=None, sampling_topp=None, sampling_temperature=None,
+                 eos_bias=0.0, block_repeats=False):
         self.length_penalty = check_length_penalty(length_penalty)
+        self.eos_bias = check_eos_bias(eos_bias)
+        self.block_repeats = check_block_repeats(block_repeats)
         self.sampling = check_sampling(sampling_topk, sampling_topp, sampling_temperature,
                                        beam_size)
         # Sampling needs a distribution over the vocabulary.
@@ -238,8 +254,9 @@ class TranslationGraph:
 
         Each raises `InvalidArgumentError` with a message naming the option
         and showing the values received: an option of neither one value nor
-        one per source, a NaN, infinite or > 10 `length_penalty`, and
-        `replace_unk` > 0 when the model cannot align.
+        one per source, a NaN, infinite or > 10 `length_penalty`, an infinite
+        `eos_bias` or one above 100 in size (NaN: not set), and `replace_unk`
+        > 0 when the model cannot align.
         """
         checks = []
         for name, value in options.items():
@@ -255,6 +272,13 @@ class TranslationGraph:
             [f"`length_penalty` must be finite and in [0, {MAX_LENGTH_PENALTY:g}], or "
              "negative (-1) for the export default. Received: length_penalty=",
              length_penalty], summarize=16, name="check_length_penalty"))
+        eos_bias = options["eos_bias"]
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.logical_or(tf.math.is_nan(eos_bias),
+                                        tf.abs(eos_bias) <= MAX_EOS_BIAS)),
+            [f"`eos_bias` must be finite and in [-{MAX_EOS_BIAS:g}, {MAX_EOS_BIAS:g}], or NaN "
+             "for the export default. Received: eos_bias=", eos_bias], summarize=16,
+            name="check_eos_bias"))
         if not self.can_replace_unk:
             for name in ("replace_unk", "with_alignments"):  # both read the attention
                 checks.append(tf.debugging.Assert(
@@ -301,7 +325,9 @@ class TranslationGraph:
         default; each width the largest of `beam_sizes` not above the request, each
         n-best size clipped to `[1, width]`, `replace_unk` > 0 → on; `sampling`: the rows
         that sample (a sampling option set, or the default samples), with width 1 when
-        their `beam_size` was left unset; a negative `seed` → one drawn at random."""
+        their `beam_size` was left unset; a negative `seed` → one drawn at random;
+        `eos_bias` NaN → the default (any other value is a bias: a negative one is
+        legitimate), `block_repeats` > 0 → on."""
 
         def per_row(name, default, is_default):
             value = tf.broadcast_to(options[name], [batch_size])
@@ -326,6 +352,9 @@ class TranslationGraph:
             "num_hypotheses": tf.clip_by_value(num_hypotheses, 1, beam_size),
             "replace_unk": per_row("replace_unk", int(self.replace_unk), lambda v: v < 0) > 0,
             "with_alignments": per_row("with_alignments", 0, lambda v: v < 0) > 0,
+            "eos_bias": per_row("eos_bias", self.eos_bias, tf.math.is_nan),
+            "block_repeats": per_row("block_repeats", int(self.block_repeats),
+                                     lambda v: v < 0) > 0,
             "sampling": sampling,
             "sampling_topk": per_row("sampling_topk", default["topk"], lambda v: v < 0),
             "sampling_topp": per_row("sampling_topp", default["topp"], lambda v: v < 0),
@@ -406,7 +435,9 @@ class TranslationGraph:
                     width, tf.gather(source_ids, rows), tf.gather(num_pieces, rows), cache,
                     tf.gather(options["length_penalty"], rows), tf.gather(n_best, rows),
                     tf.gather(options["replace_unk"], rows), n_out, sampling, group_prefix,
-                    tf.gather(options["with_alignments"], rows))
+                    tf.gather(options["with_alignments"], rows),
+                    tf.gather(options["eos_bias"], rows),
+                    tf.gather(options["block_repeats"], rows))
 
             group_texts, group_scores, group_alignments = tf.cond(
                 tf.size(rows) > 0, group,
@@ -421,7 +452,7 @@ class TranslationGraph:
 
     def _translate_rows(self, width, source_ids, num_pieces, cache, length_penalty,
                         num_hypotheses, replace, n_out, sampling=None, prefix=None,
-                        align=False):
+                        align=False, eos_bias=None, block_repeats=None):
         """Rows decoded with one width → texts, scores and alignments `(b, n_out)`.
 
         The options are Python values (the same for every row: the search is
@@ -430,7 +461,7 @@ class TranslationGraph:
         # Drop padding columns no row needs.
         source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
         ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
-                                  num_hypotheses, sampling, prefix)
+                                  num_hypotheses, sampling, prefix, eos_bias, block_repeats)
         texts, aligned = self.texts(ids, source_ids, replace, align)
         # Columns: the row's own n-best size, padded to the widest asked for.
         texts, scores, aligned = texts[:, :n_out], scores[:, :n_out], aligned[:, :n_out]
@@ -446,7 +477,8 @@ class TranslationGraph:
                 tf.where(wanted, aligned, ""))
 
     def search(self, width, source_ids, num_pieces, cache, length_penalty=0.0,
-               num_hypotheses=1, sampling=None, prefix=None):
+               num_hypotheses=1, sampling=None, prefix=None, eos_bias=None,
+               block_repeats=None):
         """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`.
 
         Greedy (the sum of log-scores) for width 1, else the beam search (the
@@ -461,6 +493,10 @@ class TranslationGraph:
         each row's output starts with (`tf_outheads.decoding.prefix`; a row
         with length 0 decodes as without one). A prefix longer than its row's
         output limit fails with an `InvalidArgumentError` naming `target_prefix`.
+        `eos_bias` and `block_repeats` (`tf_outheads.decoding.constraints`): one
+        Python value or `(b,)` tensors, `None` for the graph's defaults; the scores
+        returned are the model's (the bias removed), the n-best order the biased
+        search's. With both off as Python values the step function is not wrapped.
         """
         model = self.model
         max_length = max_length_from_source(num_pieces + 1, ratio=self.max_length_ratio,
@@ -476,21 +512,40 @@ class TranslationGraph:
             # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate
             # scores and (b, max_steps) stopping bound.
             length_penalty = length_penalty[:, tf.newaxis]
+        eos_bias = self.eos_bias if eos_bias is None else eos_bias
+        block_repeats = self.block_repeats if block_repeats is None else block_repeats
+        # Off as Python values (the Translator's defaults): the model's step function
+        # as it is, at no cost.
+        constrained = (isinstance(eos_bias, tf.Tensor) or isinstance(block_repeats, tf.Tensor)
+                       or eos_bias != 0.0 or block_repeats)
+        # A positive bias lifts EOS above `max_step_score`: the stopping bound adds it.
+        max_eos_bias = (tf.reshape(tf.maximum(tf.cast(eos_bias, tf.float32), 0.0), [-1, 1])
+                        if isinstance(eos_bias, tf.Tensor) else max(eos_bias, 0.0))
 
         def searched(sampling):
             step_fn, state = model_step_fn, model_state
+            if constrained:
+                # Inside the prefix's forcing, which then forces the prefix as given.
+                step_fn, state = with_constraints(
+                    step_fn, state, batch_size, eos_bias, block_repeats,
+                    prefix_lengths=None if prefix is None else prefix[1])
             if prefix is not None:
                 step_fn, state = with_target_prefix(step_fn, state, *prefix)
             if width == 1:
                 # Finished sentences leave the computed batch (not under XLA).
                 result = greedy_search(step_fn, state, batch_size, max_length, compact=None,
                                        sampling=sampling)
+                if constrained:
+                    result = remove_eos_bias(result, eos_bias)
                 return result.ids[:, tf.newaxis], result.scores[:, tf.newaxis]
 
             def beam(n):
                 result = beam_search(step_fn, state, batch_size, width, max_length,
                                      length_penalty=length_penalty, num_hypotheses=n,
-                                     max_step_score=self.max_step_score)
+                                     max_step_score=self.max_step_score,
+                                     max_eos_bias=max_eos_bias)
+                if constrained:
+                    result = remove_eos_bias(result, eos_bias, length_penalty)
                 return result.ids, result.scores
 
             if isinstance(num_hypotheses, int):

@@ -16,6 +16,11 @@ from tf_outheads.validation import int_at_least
 # α = 10 stays finite for outputs up to 43,000 tokens. Useful values lie in
 # [0, 1] (Wu et al. 2016 tune α in [0.2, 1]).
 MAX_LENGTH_PENALTY = 10.0
+# Largest |eos_bias| accepted. A step's score is a log-probability (a few nats, tens
+# for unlikely pieces), a cosine in [-1, 1] or a vMF log-density: a bias of 100 already
+# makes EOS always (or never) the best piece; beyond it only float32 rounding grows
+# (the bias is added to, then removed from, each ended hypothesis' score).
+MAX_EOS_BIAS = 100.0
 
 
 def _real(name, value):
@@ -51,6 +56,41 @@ def check_length_penalty(length_penalty):
             f"`length_penalty` must be a finite number in [0, {MAX_LENGTH_PENALTY:g}]. "
             f"Received: length_penalty={length_penalty!r}")
     return value
+
+
+def check_eos_bias(eos_bias):
+    """`float(eos_bias)` if it is a finite number in `[-MAX_EOS_BIAS, MAX_EOS_BIAS]`.
+
+    Args:
+        eos_bias: number, added to EOS's score at every step
+            (`tf_outheads.decoding.constraints`).
+
+    Returns:
+        float, the value.
+
+    Raises:
+        ValueError: `eos_bias` is not a number, is NaN or infinite, or its size is
+            above `MAX_EOS_BIAS` (100).
+    """
+    value = _real("eos_bias", eos_bias)
+    if not (math.isfinite(value) and abs(value) <= MAX_EOS_BIAS):
+        raise ValueError(
+            f"`eos_bias` must be a finite number in [-{MAX_EOS_BIAS:g}, {MAX_EOS_BIAS:g}]. "
+            f"Received: eos_bias={eos_bias!r}")
+    return value
+
+
+def check_block_repeats(block_repeats):
+    """`block_repeats` if it is a bool (`tf_outheads.decoding.constraints`).
+
+    Raises:
+        ValueError: naming `block_repeats` and the value received (an int or a
+            string is refused: `"False"` would read as on).
+    """
+    if not isinstance(block_repeats, bool):
+        raise ValueError("`block_repeats` must be a bool (True or False). "
+                         f"Received: block_repeats={block_repeats!r}")
+    return block_repeats
 
 
 def check_length_limits(max_length_ratio, max_length_offset, max_source_length):

@@ -10,6 +10,11 @@ nats (no label smoothing: it is the model's distribution, not its training loss)
 A continuous head with `scoring="cosine"` or `"log_likelihood"` gives the search's
 scores, which are not a distribution (`Scorer.log_probabilities` is then False): they
 rank translations under that model but compare with no other head's.
+
+The search's constraints (`eos_bias`, `block_repeats`: `tf_outheads.decoding.constraints`)
+steer which output is chosen and never enter a score: forced decoding ignores them, and
+the search reports the model's scores, so a greedy output still scores here what the
+search said it scored.
 """
 
 import logging

@@ -82,6 +82,17 @@ class Translator:
             a sample depends neither on the batch nor on the host: the CLI and
             the SavedModel draw the same). `None`: a fresh seed per call, kept
             in `last_seed`. Defaults to `None`.
+        eos_bias: float, finite, in `[-100, 100]`. Added to EOS's score at
+            every step (`tf_outheads.decoding.constraints`): < 0 gives longer
+            outputs, > 0 shorter ones, in greedy, beam and sampled decoding. Its
+            unit is the head's step score, so sensible values differ per head:
+            nats for log-probabilities (categorical heads, a continuous head's
+            default `scoring="posterior"`), a cosine in [-1, 1] for
+            `scoring="cosine"`. The scores returned stay the model's (the bias
+            is taken back out); an n-best list is in the biased order.
+            Defaults to 0.0.
+        block_repeats: bool. No output piece right after itself (a target
+            prefix is still forced as given). Defaults to `False`.
 
     Attributes:
         graph: `tf_outheads.decoding.graph.TranslationGraph`, the translation
@@ -96,10 +107,10 @@ class Translator:
     Raises:
         ValueError: an option out of range (`batch_size`, `beam_size`,
             `length_penalty`, `max_length_ratio`, `max_length_offset`,
-            `max_source_length`, a sampling option, `seed`), named with the
-            value received; `replace_unk=True` with a model that cannot align;
-            sampling with a beam, or with a head whose scores are not
-            log-probabilities.
+            `max_source_length`, a sampling option, `seed`, `eos_bias`,
+            `block_repeats`), named with the value received;
+            `replace_unk=True` with a model that cannot align; sampling with a
+            beam, or with a head whose scores are not log-probabilities.
 
     Example:
     ```python
@@ -113,7 +124,7 @@ class Translator:
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
                  beam_size=1, length_penalty=0.0, replace_unk=False, num_hypotheses=1,
                  sampling_topk=None, sampling_topp=None, sampling_temperature=None,
-                 seed=None):
+                 seed=None, eos_bias=0.0, block_repeats=False):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.beam_size = int_at_least("beam_size", beam_size, 1)
         self.num_hypotheses = check_num_hypotheses(num_hypotheses, self.beam_size)
@@ -122,7 +133,8 @@ class Translator:
             beam_size=self.beam_size, length_penalty=length_penalty, replace_unk=replace_unk,
             max_source_length=max_source_length, max_length_ratio=max_length_ratio,
             max_length_offset=max_length_offset, sampling_topk=sampling_topk,
-            sampling_topp=sampling_topp, sampling_temperature=sampling_temperature)
+            sampling_topp=sampling_topp, sampling_temperature=sampling_temperature,
+            eos_bias=eos_bias, block_repeats=block_repeats)
         self.seed = check_seed(seed)
         self.last_seed = None
         self.graph = TranslationGraph(model, source_tokenizer, target_tokenizer,
@@ -135,6 +147,8 @@ class Translator:
         self.max_length_offset = self.graph.max_length_offset
         self.max_source_length = self.graph.max_source_length
         self.sampling = self.graph.sampling
+        self.eos_bias = self.graph.eos_bias
+        self.block_repeats = self.graph.block_repeats
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -255,7 +269,8 @@ class Translator:
                 and EOS's log-probabilities; α > 0: that sum divided by GNMT's
                 ((5 + |Y|) / 6) ** α). A source with no piece scores 0. A sample's
                 score is the model's log-probability of it, whatever the
-                temperature and the cuts.
+                temperature and the cuts; and an `eos_bias` is not in any score
+                (it only steers the search).
             seed: int in `[0, 2**63)`, this call's sampling seed (default: the
                 translator's `seed`, else a fresh one). Ignored without sampling.
             target_prefix: `None`, or one str per source (`""` or `None`: no

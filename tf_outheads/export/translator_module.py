@@ -25,17 +25,19 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   shape `(None,)`, so REST `{"instances": ["...", ...]}` and server-side
   batching work as they are.
 - `translate(sources, beam_size, length_penalty, num_hypotheses,
-  replace_unk, sampling_topk, sampling_topp, sampling_temperature, seed)`:
+  replace_unk, sampling_topk, sampling_topp, sampling_temperature, seed,
+  with_alignments, eos_bias, block_repeats, target_prefix)`:
   options per request. Every option is a `(None,)` tensor
   holding one value for the whole request or one value per source (so the
   REST row format `{"instances": [{"sources": ..., "beam_size": ...}]}` and
   server-side batching work), and a negative value (`-1`) means "the
-  export's default". The SignatureDef records `[-1]` as each option's
-  default, so a gRPC `PredictRequest` may leave options out; TF Serving's
-  REST API needs every input named (send `[-1]`). An option value the search
-  cannot use (a NaN or infinite `length_penalty`, one above 10, `replace_unk`
-  on an export that cannot align) fails the request with an
-  `InvalidArgumentError` naming the option, before anything is decoded.
+  export's default" (NaN for `eos_bias`). The SignatureDef records `[-1]`
+  (`[NaN]`) as each option's default, so a gRPC `PredictRequest` may leave
+  options out; TF Serving's REST API needs every input named (send `[-1]`).
+  An option value the search cannot use (a NaN or infinite `length_penalty`,
+  one above 10, `replace_unk` on an export that cannot align) fails the
+  request with an `InvalidArgumentError` naming the option, before anything
+  is decoded.
   Sampling (`tf_outheads.decoding.sampling`): a row with any of
   `sampling_topk` (>= 0; 0: the whole vocabulary), `sampling_topp` (in
   (0, 1]) or `sampling_temperature` (> 0) set draws its pieces at random,
@@ -45,6 +47,12 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   negative one draws a seed per request. `-1` leaves each unset; other values
   out of range are refused as above, and so is sampling with a head whose
   scores are not log-probabilities (`sampling_available` in the config).
+  `eos_bias` (`tf_outheads.decoding.constraints`, float): added to EOS's
+  score at every step, in the head's score unit (< 0: longer outputs); NaN
+  means not set (a negative bias is a real value), an infinite one or one
+  above 100 in size is refused; the scores returned stay the model's.
+  `block_repeats` (int): no piece right after itself; -1 not set, 0 off,
+  > 0 on.
 
 - `score(sources, targets)`: forced decoding (`tf_outheads.decoding.Scorer`
   in the graph): the score the model gives `targets[i]` as the translation of
@@ -54,8 +62,10 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
   `""` past a row's tokens), `truncated` `(batch,)` bool (a side cut to
   `max_source_length - 1` pieces). Log-probabilities for every categorical
   head and a continuous head's posterior (`scores_are_log_probabilities` in
-  the config says which). Refused: sources and targets of different lengths,
-  and requests over the limits (pieces of both sides counted).
+  the config says which); `eos_bias` and `block_repeats` do not enter (they
+  steer the search, not the model's scores). Refused: sources and targets of
+  different lengths, and requests over the limits (pieces of both sides
+  counted).
 
 The head's weight-only tensors (`head.inference_cache()`: the joint head's
 E' = g_out(E), the continuous head's normalised table) are computed **once,
@@ -168,6 +178,11 @@ class TranslatorModule(tf.Module):
         max_request_pieces: int. A request whose sources hold more subword
             pieces in all (each counted after its cut to `max_source_length
             - 1`) is refused before it is decoded. Defaults to 16384.
+        eos_bias: float, finite, in `[-100, 100]`. Default bias added to EOS's
+            score at every step (`tf_outheads.decoding.constraints`, in the
+            head's score unit). Defaults to 0.0.
+        block_repeats: bool. Default for blocking a piece right after itself.
+            Defaults to `False`.
         name: str. Module name. Defaults to `"translator"`.
 
     Outputs: `translations` `(batch, n)` string, `scores` `(batch, n)`
@@ -200,8 +215,10 @@ class TranslatorModule(tf.Module):
     sampling options out of range (`sampling_topk` < -1, `sampling_topp`
     outside (0, 1], `sampling_temperature` ≤ 0 or not finite, each but -1),
     sampling with an explicit `beam_size` > 1, or with a head that cannot
-    sample (`sampling_available`). A request too large (`max_request_sources`, `max_request_pieces`) is
-    refused the same way, its message starting `Request too large:`.
+    sample (`sampling_available`); an infinite `eos_bias` or one above 100 in
+    size (NaN means "not set"). A request too large (`max_request_sources`,
+    `max_request_pieces`) is refused the same way, its message starting
+    `Request too large:`.
 
     Raises:
         ValueError: a default option out of range (named, with the value
@@ -221,7 +238,8 @@ class TranslatorModule(tf.Module):
                  beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
                  max_length_ratio=1.5, max_length_offset=10, max_input_bytes=MAX_INPUT_BYTES,
                  max_request_sources=MAX_REQUEST_SOURCES,
-                 max_request_pieces=MAX_REQUEST_PIECES, name="translator"):
+                 max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False,
+                 name="translator"):
         super().__init__(name=name)
         beam_size = positive_int("beam_size", beam_size)
         num_hypotheses = check_num_hypotheses(num_hypotheses, beam_size)
@@ -244,7 +262,8 @@ class TranslatorModule(tf.Module):
             replace_unk=replace_unk, beam_sizes=[1, *widths],
             max_source_length=max_source_length, max_length_ratio=max_length_ratio,
             max_length_offset=max_length_offset, max_input_bytes=max_input_bytes,
-            max_request_sources=max_request_sources, max_request_pieces=max_request_pieces)
+            max_request_sources=max_request_sources, max_request_pieces=max_request_pieces,
+            eos_bias=eos_bias, block_repeats=block_repeats)
         object.__setattr__(self, "_graph", graph)
         # Forced decoding of given translations (the `score` signature), read as the
         # search reads a source (the same cuts).
@@ -255,6 +274,8 @@ class TranslatorModule(tf.Module):
         self.length_penalty = graph.length_penalty
         self.num_hypotheses = num_hypotheses
         self.replace_unk = graph.replace_unk
+        self.eos_bias = graph.eos_bias
+        self.block_repeats = graph.block_repeats
         self.beam_sizes = graph.beam_sizes
         self.max_source_length = graph.max_source_length
         self.max_length_ratio = graph.max_length_ratio
@@ -277,6 +298,8 @@ class TranslatorModule(tf.Module):
         sources = tf.TensorSpec([None], tf.string, name=SOURCES)
         default_int = tf.constant([-1], tf.int32)
         default_float = tf.constant([-1.0], tf.float32)
+        # NaN: "not set" for a float whose negative values are real (`eos_bias`).
+        not_set = tf.constant([float("nan")], tf.float32)
         default_seed = tf.constant([-1], tf.int64)
         no_prefix = tf.constant([""], tf.string)
 
@@ -284,10 +307,12 @@ class TranslatorModule(tf.Module):
                       num_hypotheses=default_int, replace_unk=default_int,
                       sampling_topk=default_int, sampling_topp=default_float,
                       sampling_temperature=default_float, seed=default_seed,
-                      with_alignments=default_int, target_prefix=no_prefix):
+                      with_alignments=default_int, eos_bias=not_set,
+                      block_repeats=default_int, target_prefix=no_prefix):
             options = dict(zip(OPTION_NAMES, (
                 beam_size, length_penalty, num_hypotheses, replace_unk, sampling_topk,
-                sampling_topp, sampling_temperature, seed, with_alignments)))
+                sampling_topp, sampling_temperature, seed, with_alignments, eos_bias,
+                block_repeats)))
             # The head's weight-only tensors, read once per call, never per step.
             cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
             return self._graph.translate(sources, cache, options, target_prefix)
@@ -296,7 +321,7 @@ class TranslatorModule(tf.Module):
             # The same concrete function as `translate`: traced and saved once.
             return self.translate(sources, default_int, default_float, default_int,
                                   default_int, default_int, default_float, default_float,
-                                  default_seed, default_int, no_prefix)
+                                  default_seed, default_int, not_set, default_int, no_prefix)
 
         # No AutoGraph: the graph's code uses tf.while_loop / tf.cond itself, and
         # converting the searches and the model's step costs seconds per trace.
@@ -311,6 +336,8 @@ class TranslatorModule(tf.Module):
             tf.TensorSpec([None], tf.float32, name="sampling_temperature"),
             tf.TensorSpec([None], tf.int64, name="seed"),
             tf.TensorSpec([None], tf.int32, name="with_alignments"),
+            tf.TensorSpec([None], tf.float32, name="eos_bias"),
+            tf.TensorSpec([None], tf.int32, name="block_repeats"),
             tf.TensorSpec([None], tf.string, name=TARGET_PREFIX),
         ])
         self.serve = tf.function(serve, input_signature=[sources], autograph=False)
@@ -372,7 +399,8 @@ class TranslatorModule(tf.Module):
             "scores_are_log_probabilities": self._scorer.log_probabilities,
             "defaults": {"beam_size": self.beam_size, "length_penalty": self.length_penalty,
                          "num_hypotheses": self.num_hypotheses,
-                         "replace_unk": self.replace_unk},
+                         "replace_unk": self.replace_unk, "eos_bias": self.eos_bias,
+                         "block_repeats": self.block_repeats},
             "beam_sizes": list(self.beam_sizes),
             "replace_unk_available": self.can_replace_unk,
             "sampling_available": self.can_sample,
@@ -392,12 +420,13 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
                       beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
                       max_length_ratio=1.5, max_length_offset=10,
                       max_input_bytes=MAX_INPUT_BYTES, max_request_sources=MAX_REQUEST_SOURCES,
-                      max_request_pieces=MAX_REQUEST_PIECES):
+                      max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False):
     """Write a SavedModel that translates raw strings (see `TranslatorModule`).
 
     Signatures `serving_default(sources)` and `translate(sources, beam_size,
     length_penalty, num_hypotheses, replace_unk, sampling_topk, sampling_topp,
-    sampling_temperature, seed)`; outputs `translations`
+    sampling_temperature, seed, with_alignments, eos_bias, block_repeats,
+    target_prefix)`; outputs `translations`
     `(batch, n)` string, `scores` `(batch, n)` float32 (greedy: the sum of
     log-scores; beam: the GNMT-normalised score), `beam_size` `(batch,)`
     int32, `truncated` `(batch,)` bool and `empty_source` `(batch,)` bool
@@ -415,8 +444,9 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
             numbered version directory: `models/translator/1`).
         beam_size, length_penalty, num_hypotheses, replace_unk, beam_sizes,
         max_source_length, max_length_ratio, max_length_offset,
-        max_input_bytes, max_request_sources, max_request_pieces: see
-            `TranslatorModule`.
+        max_input_bytes, max_request_sources, max_request_pieces, eos_bias,
+        block_repeats: see `TranslatorModule`; the defaults of the `translate`
+            signature's options and of `serving_default`.
 
     Returns:
         str, `path`.
@@ -439,7 +469,7 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
         beam_sizes=beam_sizes, max_source_length=max_source_length,
         max_length_ratio=max_length_ratio, max_length_offset=max_length_offset,
         max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
-        max_request_pieces=max_request_pieces)
+        max_request_pieces=max_request_pieces, eos_bias=eos_bias, block_repeats=block_repeats)
     path = os.fspath(path)
     tf.saved_model.save(module, path, signatures=module.signatures())
     config_path = os.path.join(path, CONFIG_PATH)
@@ -452,7 +482,7 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
 def export_options(decode_config):
     """`export_translator` keywords from a preset's `decode` section (others ignored)."""
     names = ("beam_size", "length_penalty", "replace_unk", "max_length_ratio",
-             "max_length_offset", "max_source_length")
+             "max_length_offset", "max_source_length", "eos_bias", "block_repeats")
     return {name: decode_config[name] for name in names if name in decode_config}
 
 

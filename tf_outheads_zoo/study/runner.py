@@ -204,6 +204,19 @@ def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
     return count
 
 
+def translate_flags(options):
+    """`tf-outheads translate` flags of decoding `options`: `--beam-size 5`; a bool as
+    `--block-repeats` / `--no-block-repeats` (its flag takes no value)."""
+    flags = []
+    for name, value in options.items():
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            flags += [f"--{flag}", str(value)]
+    return flags
+
+
 def _decode_variant(run_dir, suffix, options, log=print):
     """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`."""
     from tf_outheads_zoo.splits import read_split
@@ -219,9 +232,7 @@ def _decode_variant(run_dir, suffix, options, log=print):
             f.write("\n".join(read_split(data_config, split, log=lambda *_: None).sources)
                     + "\n")
         command = [sys.executable, "-m", "tf_outheads_zoo.cli", "translate", "--run-dir", run_dir,
-                   "--input", source, "--output", output + ".tmp"]
-        for name, value in options.items():
-            command += [f"--{name.replace('_', '-')}", str(value)]
+                   "--input", source, "--output", output + ".tmp", *translate_flags(options)]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL,
                        cwd=_PACKAGE_PARENT)
