@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from tf_outheads.data import EOS_ID
 from tf_outheads_zoo.components import prepare_target_vectors
@@ -54,3 +55,25 @@ def test_a_large_table_s_hubness_is_estimated_from_a_sample_of_queries(
     assert whole["queries"] == table.counts["with_vector"] > 100
     assert sampled["queries"] == 100 and sampled["candidates"] == whole["candidates"]
     assert sum(count for _, count in sampled["top"]) <= 100 * 10
+
+
+def test_a_vmf_run_from_before_the_table_options_resumes_with_its_plain_table(tmp_path):
+    # The first Kumar study's seed-1 vMF run (code 4555569): its preset.json has no
+    # center / remove_components / eos, and lstm-cpu-vmf now sets them (issue 41).
+    from tf_outheads_zoo.schema import TARGET_VECTOR_DEFAULTS
+    from tf_outheads_zoo.train import resolve_preset
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    stored = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                          "stored_preset_vmf_before_table_options.json")
+    (run_dir / "preset.json").write_bytes(open(stored, "rb").read())
+    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run, not a failed start
+    name, preset = resolve_preset(None, str(run_dir), {})
+    assert name == "lstm-cpu-vmf"
+    assert preset["data"]["target_vectors"] == {"dim": 300, "epochs": 5, "path": None}
+    # What prepare_target_vectors fills in: the plain table that run trained with.
+    assert {key: TARGET_VECTOR_DEFAULTS[key] for key in ("center", "remove_components", "eos")} \
+        == {"center": False, "remove_components": 0, "eos": "far"}
+    with pytest.raises(ValueError, match="data.target_vectors"):
+        resolve_preset("lstm-cpu-vmf", str(run_dir), {})
