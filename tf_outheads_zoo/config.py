@@ -52,6 +52,7 @@ from tf_outheads_zoo.schema import (  # noqa: F401 (TARGET_VECTOR_DEFAULTS re-ex
     ConfigError,
     check_at_least_one,
     check_positive,
+    check_eos_bias_setting,
     check_share,
     check_target_vectors,
     check_value,
@@ -220,17 +221,10 @@ class DecodeConfig:
     replace_unk: bool = setting(False, "copy the most-attended source word over each "
                                 "unknown-word token")
 
-    def _check_eos_bias(value, dotted):  # noqa: N805 (a `check`, not a method: deleted below)
-        # tf_outheads.decoding.options.MAX_EOS_BIAS (not imported: no TensorFlow here).
-        if not abs(value) <= 100.0:  # NaN and infinities too
-            raise ConfigError(f"{dotted} must be a finite number in [-100, 100]. "
-                              f"Received: {dotted}={value!r}")
-
     eos_bias: float = setting(0.0, "added to EOS's score at every decoding step, in the "
                               "head's score unit (nats; a cosine for cosine scoring); "
-                              "< 0: longer outputs", check=_check_eos_bias)
+                              "< 0: longer outputs", check=check_eos_bias_setting)
     block_repeats: bool = setting(False, "decoding never outputs a piece right after itself")
-    del _check_eos_bias
 
 
 SECTION_CONFIGS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}

@@ -212,3 +212,15 @@ def check_target_vectors(value, dotted):
                           f"vectors: it needs {dotted}.center: true. Received: "
                           f"{dotted}.remove_components={components!r}, "
                           f"{dotted}.center={value.get('center', False)!r}")
+
+
+def check_eos_bias_setting(value, dotted):
+    """`check` of `decode.eos_bias`: finite, in [-100, 100]
+    (`tf_outheads.decoding.options.MAX_EOS_BIAS`, not imported: no TensorFlow here).
+
+    Raises:
+        ConfigError: naming `dotted` and the value received (NaN and infinities too).
+    """
+    if not abs(value) <= 100.0:
+        raise ConfigError(f"{dotted} must be a finite number in [-100, 100]. "
+                          f"Received: {dotted}={value!r}")

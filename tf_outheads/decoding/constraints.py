@@ -75,6 +75,11 @@ def with_constraints(step_fn, state, batch_size, eos_bias=0.0, block_repeats=Fal
         # Steps each row still has to force (counts down to 0).
         values["forced"] = tf.cast(prefix_lengths, tf.int32)
     wrapped = {"model": state, _KEY: values}
+    # Whether any row asks for either, decided once (not per step): a request whose
+    # rows ask for neither runs the model's scores through untouched. Rows dropped by
+    # compaction only make this a superset, and constraining with zeros changes nothing.
+    requested = tf.logical_or(tf.reduce_any(tf.not_equal(values["eos_bias"], 0.0)),
+                              tf.reduce_any(values["block_repeats"]))
 
     def constrained_step_fn(ids_t, state):
         log_scores, model_state = step_fn(ids_t, state["model"])
@@ -96,9 +101,7 @@ def with_constraints(step_fn, state, batch_size, eos_bias=0.0, block_repeats=Fal
                                  tf.where(block, float("-inf"), 0.0)], axis=0)  # (2B,)
             return tf.tensor_scatter_nd_add(log_scores, indices, updates)
 
-        # A request whose rows ask for neither pays one reduction a step.
-        active = tf.reduce_any(tf.logical_or(tf.not_equal(values["eos_bias"], 0.0), block))
-        log_scores = tf.cond(active, constrain, lambda: log_scores)
+        log_scores = tf.cond(requested, constrain, lambda: log_scores)
         if "forced" in values:
             # A new dict only for the entry that changed: the others are the very
             # tensors given, which beam search then does not reorder.
