@@ -78,8 +78,7 @@ def with_constraints(step_fn, state, batch_size, eos_bias=0.0, block_repeats=Fal
     # Whether any row asks for either, decided once (not per step): a request whose
     # rows ask for neither runs the model's scores through untouched. Rows dropped by
     # compaction only make this a superset, and constraining with zeros changes nothing.
-    requested = tf.logical_or(tf.reduce_any(tf.not_equal(values["eos_bias"], 0.0)),
-                              tf.reduce_any(values["block_repeats"]))
+    requested = constraints_requested(values["eos_bias"], values["block_repeats"])
 
     def constrained_step_fn(ids_t, state):
         log_scores, model_state = step_fn(ids_t, state["model"])
@@ -109,6 +108,13 @@ def with_constraints(step_fn, state, batch_size, eos_bias=0.0, block_repeats=Fal
         return log_scores, {"model": model_state, _KEY: values}
 
     return constrained_step_fn, wrapped
+
+
+def constraints_requested(eos_bias, block_repeats):
+    """bool scalar: whether any row asks for an EOS bias or blocked repeats (either a
+    Python value or a `(B,)` tensor)."""
+    return tf.logical_or(tf.reduce_any(tf.not_equal(tf.cast(eos_bias, tf.float32), 0.0)),
+                         tf.reduce_any(tf.cast(block_repeats, tf.bool)))
 
 
 def ended_with_eos(ids, eos_id=EOS_ID):
@@ -149,4 +155,4 @@ def remove_eos_bias(result, eos_bias, length_penalty=0.0, eos_id=EOS_ID):
         scores=result.scores - removed / length_penalty_factor(result.lengths, length_penalty))
 
 
-__all__ = ["ended_with_eos", "remove_eos_bias", "with_constraints"]
+__all__ = ["constraints_requested", "ended_with_eos", "remove_eos_bias", "with_constraints"]

@@ -32,7 +32,8 @@ import tensorflow as tf
 from tf_outheads.compat import in_xla_context
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_outheads.decoding.beam import beam_search
-from tf_outheads.decoding.constraints import remove_eos_bias, with_constraints
+from tf_outheads.decoding.constraints import (constraints_requested, remove_eos_bias,
+                                              with_constraints)
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
 from tf_outheads.decoding.options import (MAX_EOS_BIAS, MAX_LENGTH_PENALTY, check_block_repeats,
                                           check_eos_bias, check_length_limits,
@@ -522,7 +523,7 @@ class TranslationGraph:
         max_eos_bias = (tf.reshape(tf.maximum(tf.cast(eos_bias, tf.float32), 0.0), [-1, 1])
                         if isinstance(eos_bias, tf.Tensor) else max(eos_bias, 0.0))
 
-        def searched(sampling):
+        def searched(sampling, constrained=constrained):
             step_fn, state = model_step_fn, model_state
             if constrained:
                 # Inside the prefix's forcing, which then forces the prefix as given.
@@ -566,8 +567,15 @@ class TranslationGraph:
                 prefix = (prefix[0], tf.identity(lengths))
         if sampling is None or sampling.enabled is None:
             return searched(sampling)
-        return tf.cond(tf.reduce_any(sampling.enabled), lambda: searched(sampling),
-                       lambda: searched(None))
+        # Per-row options (the export): the greedy loop that samples and constrains runs
+        # only if some row asks for either; otherwise the model's own step function, in
+        # a loop of its own. A constraint wrapper that checks at every step costs ~6 % of
+        # a plain greedy pass (a `tf.cond` in a loop step: ~85 us here, benchmarks/docs/decode.md).
+        featured = tf.reduce_any(sampling.enabled)
+        if constrained:
+            featured = tf.logical_or(featured, constraints_requested(eos_bias, block_repeats))
+        return tf.cond(featured, lambda: searched(sampling),
+                       lambda: searched(None, constrained=False))
 
     def texts(self, ids, source_ids, replace, align=False):
         """Hypotheses `(b, n, T)` → their strings `(b, n)` and alignments `(b, n)`.
