@@ -19,6 +19,13 @@ machine two runs of the *same* code differ by up to ~5 %. This script
 
     python benchmarks/before_after.py --before 43daf42 --rounds 5 -- --beams 1,4 --sentences 200
 
+With `--control DECODER` (e.g. `translator`, when a change leaves that path's code
+untouched), every other row also gets its per-round ratio divided by the control's
+ratio of the same round, whose processes ran both: what the machine did to that
+round cancels. Two runs of the same commits (2026-11-28) gave the unchanged
+Translator 0.993 and 1.024 after / before, the SavedModel 1.011 and 1.042, and the
+SavedModel relative to the Translator 1.017 and 1.018.
+
 Each round's records and the summary go to `--output` (JSON, default
 benchmarks/results/before_after.json). Run it on a quiet machine: the rounds take
 turns so that drift hits both versions alike, but another job's load still widens
@@ -76,6 +83,25 @@ def interval(ratios, limit):
             "rounds_needed": needed}
 
 
+def add_relative(rows, control, limit):
+    """`rows` with, on every row but the control's, `"relative"`: `interval` of its
+    per-round ratios divided by the control's ratios of the same rounds (the
+    control row of the same beam width, else width 1's)."""
+    controls = {row["beam_size"]: row["ratios"] for row in rows if row["decoder"] == control}
+    if not controls:
+        raise ValueError(f"--control {control!r} is not a row of both versions' tables: "
+                         f"{sorted({row['decoder'] for row in rows})}")
+    out = []
+    for row in rows:
+        row = dict(row)
+        if row["decoder"] != control:
+            base = controls.get(row["beam_size"], controls.get(1))
+            if base is not None:
+                row["relative"] = interval([r / c for r, c in zip(row["ratios"], base)], limit)
+        out.append(row)
+    return out
+
+
 def worktree(revision, root, name):
     path = root / name
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet",
@@ -124,6 +150,9 @@ def main(argv=None):
     parser.add_argument("--limit", type=float, default=1.03,
                         help="the largest acceptable after/before time ratio (default 1.03)")
     parser.add_argument("--output", default=str(HERE / "results" / "before_after.json"))
+    parser.add_argument("--control", default=None,
+                        help="a decoder whose code the change leaves alone: the other rows "
+                             "are also reported relative to its ratio of the same round")
     args = parser.parse_args(own)
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1. Received: {args.rounds}")
@@ -166,7 +195,18 @@ def main(argv=None):
                 if summary["rounds_needed"] else "")
         print(f"{key[0]:<12} {key[1]:>4} {summary['mean']:>7.3f} {span:>17}  "
               f"{summary['verdict']}{more}")
+    if args.control:
+        rows = add_relative(rows, args.control, args.limit)
+        print(f"\n=== RELATIVE TO {args.control} (each round's ratio over its ratio) ===")
+        for row in rows:
+            if "relative" in row:
+                summary = row["relative"]
+                span = (f"[{summary['low']:.3f}, {summary['high']:.3f}]"
+                        if summary["low"] is not None else "-")
+                print(f"{row['decoder']:<12} {row['beam_size']:>4} {summary['mean']:>7.3f} "
+                      f"{span:>17}  {summary['verdict']}")
     record = {"benchmark": "before_after", "before": args.before, "after": args.after,
+              "control": args.control,
               "decode_args": decode_args, "rounds": args.rounds, "limit": args.limit,
               "rows": rows, "runs": runs,
               "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg")

@@ -319,6 +319,20 @@ def parse_variants(parser, text, known, first):
     return [first] + [v for v in dict.fromkeys(variants) if v != first]
 
 
+def add_run_or_preset_arguments(parser, preset):
+    """`--run-dir` (a trained run) or an untrained `--preset` model with its tokenizer
+    (`--vocab-size`, `--tokenizer-sentences`): the model of `decode.load_model`; and
+    `--sentences` / `--batch-size` of the dev sentences decoded."""
+    parser.add_argument("--run-dir", help="a trained run (default: an untrained --preset model)")
+    parser.add_argument("--preset", default=preset, help="untrained model's preset")
+    parser.add_argument("--vocab-size", type=int, default=0,
+                        help="untrained model's tokenizer size (0: the preset's)")
+    parser.add_argument("--tokenizer-sentences", type=int, default=0,
+                        help="train sentences for that tokenizer (0: all)")
+    parser.add_argument("--sentences", type=int, default=200, help="dev sentences translated")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
+
+
 def add_model_arguments(group, embedding_dim, hidden_dim, num_layers=None, dropout=None,
                         jit_help=None, helps=None):
     """The model options the LSTM scripts share: `--embedding-dim`, `--hidden-dim` and,

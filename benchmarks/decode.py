@@ -54,8 +54,8 @@ import tempfile
 import time
 
 from common import (  # benchmarks/ is the script's folder
-    benchmark_parser, int_list, interleaved, machine_info, parse_benchmark_args, start, stats,
-    write_record,
+    add_run_or_preset_arguments, benchmark_parser, int_list, interleaved, machine_info,
+    parse_benchmark_args, start, stats, write_record,
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -74,14 +74,7 @@ QUICK = {
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__, QUICK)
-    parser.add_argument("--run-dir", help="a trained run (default: an untrained --preset model)")
-    parser.add_argument("--preset", default="lstm-cpu", help="untrained model's preset")
-    parser.add_argument("--vocab-size", type=int, default=0,
-                        help="untrained model's tokenizer size (0: the preset's)")
-    parser.add_argument("--tokenizer-sentences", type=int, default=0,
-                        help="train sentences for that tokenizer (0: all)")
-    parser.add_argument("--sentences", type=int, default=200, help="dev sentences translated")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
+    add_run_or_preset_arguments(parser, "lstm-cpu")
     parser.add_argument("--beams", default="1,4,8", help="beam widths (1: greedy)")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per decoder")
     parser.add_argument("--steps", type=int, default=30,

@@ -24,6 +24,7 @@ from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.layers.rewe_head import ReWEHead
 from tf_outheads.layers.shared_private import SharedPrivateEmbedding
 from tf_outheads.models.seq2seq import Seq2SeqModel
+from tf_outheads.models.seq2seq import quantized_copy
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
@@ -71,6 +72,7 @@ __all__ = [
     "decoding",
     "export",
     "greedy_search",
+    "quantized_copy",
     "JointEmbeddingHead",
     "LazyAdam",
     "masked_sequence_cross_entropy",

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from before_after import interval, t95  # noqa: E402
+from before_after import add_relative, interval, t95  # noqa: E402
 
 
 def test_an_interval_below_the_limit_holds():
@@ -38,3 +38,17 @@ def test_one_round_has_no_interval():
 
 def test_t_quantiles_fall_back_to_the_next_smaller_tabulated_df():
     assert t95(4) == 2.776 and t95(11) == t95(10) and t95(100) == 1.96
+
+
+def test_a_row_relative_to_the_control_cancels_what_each_round_shared():
+    # The machine slowed rounds 2 and 4 for both decoders; the SavedModel is 2 % slower.
+    control = [1.00, 1.06, 0.98, 1.05]
+    rows = [{"decoder": "translator", "beam_size": 1, "ratios": control},
+            {"decoder": "savedmodel", "beam_size": 1, "ratios": [c * 1.02 for c in control]}]
+    out = add_relative(rows, "translator", 1.03)
+    assert "relative" not in out[0]
+    relative = out[1]["relative"]
+    assert relative["mean"] == pytest.approx(1.02) and relative["verdict"] == "holds"
+    assert interval(rows[1]["ratios"], 1.03)["verdict"] == "inconclusive"
+    with pytest.raises(ValueError, match="--control 'sampling'"):
+        add_relative(rows, "sampling", 1.03)

@@ -39,12 +39,16 @@ def batch():
     return {"source_ids": source, "target_in": target_in}
 
 
+@pytest.mark.parametrize("quantized", [False, True], ids=["float", "int8"])
 @pytest.mark.parametrize("model_name", sorted(MODEL_TYPES))
 @pytest.mark.parametrize("head", sorted(HEADS))
-def test_every_head_in_every_model_keeps_the_contracts(model_name, head):
+def test_every_head_in_every_model_keeps_the_contracts(model_name, head, quantized):
     model = build(model_name, head=head_spec(head), rewe={"hidden_dim": 4})
     for layer in model.target_vector_layers():  # the continuous head (ReWE learns its own)
         layer.set_target_vectors(np.random.default_rng(1).normal(size=(TARGET_VOCAB, 8)))
+    if quantized:  # int8 inference (`Seq2SeqModel.quantize`) keeps every contract
+        model.quantize("int8")
+        assert model.quantization == "int8"
     assert isinstance(model.head.default_loss(), keras.losses.Loss)
     assert isinstance(model, Seq2SeqModel) and isinstance(model, DecodingModel)
     assert isinstance(model.head, OutputHead) and model.head.vocabulary_size == TARGET_VOCAB

@@ -24,6 +24,8 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
+from tf_outheads.ops.quantize import (ACTIVATIONS, QUANTIZATION_MODES, int8_matmul,
+                                      quantize_int8)
 from tf_outheads.registry import HEADS, register_head
 
 
@@ -58,6 +60,37 @@ class CategoricalHead(keras.layers.Layer):
     # Which of Pappas et al. (2018) Eq. 8–10, 16 counts this head's capacity.
     capacity_equation = "parameters of the head"
 
+    # Inference in int8 (`quantize_inference`): None, or "int8"; and its activations.
+    inference_quantization = None
+    inference_activations = "dynamic"
+
+    def quantize_inference(self, mode="int8", activations="dynamic"):
+        """Score with int8 output weights from now on (inference only).
+
+        The output kernel of `inference_cache()` becomes int8 with one float32
+        scale per word (`tf_outheads.ops.quantize.quantize_int8`: symmetric,
+        per channel), and `scores` and `call` multiply the decoder state, quantized
+        per row when the product runs, in integers (`int8_matmul`). The weights
+        themselves stay float: a joint head's E′ (or a shared-private table) is
+        computed in float and quantized as a whole, once per cache. Training a
+        quantized head is not supported (`logits_for`, the sampled-softmax path,
+        stays float). `Seq2SeqModel.quantize("int8")` calls this.
+
+        Args:
+            mode: `"int8"`, or `None` to go back to float32. Defaults to `"int8"`.
+            activations: `"dynamic"` (the decoder state quantized per row, an
+                integer product) or `"float"` (int8 weights turned back into
+                floats for a float product). Defaults to `"dynamic"`.
+        """
+        if mode not in QUANTIZATION_MODES:
+            raise ValueError(f"`mode` must be one of {QUANTIZATION_MODES}. "
+                             f"Received: mode={mode!r}")
+        if activations not in ACTIVATIONS:
+            raise ValueError(f"`activations` must be one of {ACTIVATIONS}. "
+                             f"Received: activations={activations!r}")
+        self.inference_quantization = mode
+        self.inference_activations = activations
+
     def default_loss(self, label_smoothing=0.0):
         """The loss a categorical head trains with unless told otherwise: the masked
         token cross-entropy (`MaskedSequenceCrossEntropy`), with `label_smoothing`."""
@@ -81,6 +114,8 @@ class CategoricalHead(keras.layers.Layer):
         return None
 
     def call(self, h):
+        if self.inference_quantization is not None:
+            return self._cached_logits(self.project_hidden(h), self.inference_cache())
         weights = self.output_weights()
         logits = ops.matmul(self.project_hidden(h), ops.transpose(weights))
         return self._add_bias(logits, self.output_bias)
@@ -129,11 +164,17 @@ class CategoricalHead(keras.layers.Layer):
             every step made greedy decoding 0.77× a hand-written loop) — and
             `"output_bias"` `(V,)` (zeros when the head has no bias). A decoder
             (or an exported graph) computes them once per model, not per step.
+            With `quantize_inference("int8")`: the kernel int8 and
+            `"output_scale"` `(V,)` float32, its per-word scales.
         """
         kernel = ops.transpose(self.output_weights())
         bias = self.output_bias
         if bias is None:
             bias = ops.zeros((self.vocabulary_size,), dtype=kernel.dtype)
+        if self.inference_quantization == "int8":
+            # int8 (d_o, V) and one scale per word (`quantize_inference`).
+            kernel, scale = quantize_int8(kernel, axis=0)
+            return {"output_kernel": kernel, "output_scale": scale, "output_bias": bias}
         return {"output_kernel": kernel, "output_bias": bias}
 
     def scores(self, h_t, cache=None):
@@ -148,10 +189,17 @@ class CategoricalHead(keras.layers.Layer):
         """
         if cache is None:
             cache = self.inference_cache()
-        projected = self.project_hidden(h_t)
-        logits = ops.matmul(projected, ops.cast(cache["output_kernel"], projected.dtype))
-        logits = ops.cast(logits, "float32") + ops.cast(cache["output_bias"], "float32")
-        return ops.log_softmax(logits, axis=-1)
+        return ops.log_softmax(self._cached_logits(self.project_hidden(h_t), cache), axis=-1)
+
+    def _cached_logits(self, projected, cache):
+        """Float32 logits of `projected (..., d_o)` from an `inference_cache()`: a
+        float product, or an int8 one where the cache holds `"output_scale"`."""
+        if "output_scale" in cache:
+            logits = int8_matmul(projected, cache["output_kernel"], cache["output_scale"],
+                                 activations=self.inference_activations)
+        else:
+            logits = ops.matmul(projected, ops.cast(cache["output_kernel"], projected.dtype))
+        return ops.cast(logits, "float32") + ops.cast(cache["output_bias"], "float32")
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocabulary_size,)

@@ -40,7 +40,7 @@ from tf_outheads.layers.shared_private import shared_private_argument, shared_pr
 from tf_outheads.losses.objective import HEAD_OUTPUT, HIDDEN_OUTPUT, Objective, StepOutputs
 from tf_outheads.validation import positive_int
 
-__all__ = ["ObjectiveHooks", "Seq2SeqModel"]
+__all__ = ["ObjectiveHooks", "Seq2SeqModel", "quantized_copy"]
 
 
 class ObjectiveHooks(FirstReplicaBuild):
@@ -287,6 +287,76 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
                                             return_alignments=True)
         return alignments
 
+    # -- int8 inference ---------------------------------------------------
+    # What `quantize` made of this model: None (float32) or "int8".
+    quantization = None
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Int8 weights for inference, in place (Keras' `Model.quantize`, for seq2seq).
+
+        Keras' own `Model.quantize` would quantize every `Embedding` and `Dense`
+        leaf, and so turn the target table a tied or joint head multiplies by into
+        int8 without the head knowing. Here:
+
+        - every `keras.layers.Dense` of the encoder and decoder (the Transformer's
+          projections and feed-forward layers) gets Keras' own int8 quantization
+          (per-channel int8 kernel, inputs quantized per row when called);
+        - the output head scores with an int8 copy of its output weights
+          (`CategoricalHead.quantize_inference`; a continuous head stays float);
+        - `quantize_backbone(mode)`: what a subclass quantizes of its own layers
+          (nothing by default);
+        - embedding lookups stay float (a table row is read, not multiplied), and
+          the ReWE head, trained only, is left as it is.
+
+        The model is then for decoding and scoring: do not train it, and keep
+        the float model to save (`tf_outheads.models.quantized_copy` leaves it
+        untouched). Runs on the CPU through oneDNN's int8 kernels; the same ops
+        run on a GPU.
+
+        Args:
+            mode: `"int8"`.
+            config: `None`, or a `keras.quantizers.Int8QuantizationConfig` without
+                a weight quantizer: with `activation_quantizer=None` every product
+                runs in float on int8 weights turned back into floats (weight-only
+                int8), else activations are quantized per row (the default).
+            filters: not supported (must be `None`).
+
+        Raises:
+            ValueError: another mode, a weight quantizer, `filters`, or a model
+                that is already quantized.
+        """
+        # Keras' wrapper of every layer's `quantize` turns a mode into its default config.
+        if config is not None and not isinstance(config, keras.quantizers.Int8QuantizationConfig):
+            mode = getattr(config, "mode", config)
+        if (mode != "int8" or filters is not None or kwargs
+                or getattr(config, "weight_quantizer", None) is not None):
+            raise ValueError(
+                "A seq2seq model quantizes to 'int8' only, without `filters` or a weight "
+                "quantizer of its own. Received: "
+                f"mode={mode!r}, filters={filters!r}, weight_quantizer="
+                f"{getattr(config, 'weight_quantizer', None)!r}"
+                + (f", {sorted(kwargs)}" if kwargs else ""))
+        if self.quantization is not None:
+            raise ValueError(f"The model is already quantized ({self.quantization!r}).")
+        # An Int8QuantizationConfig(activation_quantizer=None): int8 weights, float products.
+        activations = ("float" if config is not None and config.activation_quantizer is None
+                       else "dynamic")
+        auxiliary = {id(layer) for head in self.auxiliary_heads().values()
+                     for layer in head._flatten_layers()}
+        for layer in self._flatten_layers():
+            if isinstance(layer, keras.layers.Dense) and id(layer) not in auxiliary:
+                layer.quantize(mode, config=config)
+        if hasattr(self.head, "quantize_inference"):
+            self.head.quantize_inference(mode, activations=activations)
+        self.quantize_backbone(mode, activations)
+        self.quantization = mode
+        # Keras' compiled step functions read the float weights.
+        self.train_function = self.test_function = self.predict_function = None
+
+    def quantize_backbone(self, mode, activations="dynamic"):
+        """Quantize the backbone's own (non-`Dense`) layers for inference; none here.
+        `activations`: `"dynamic"` or `"float"` (`tf_outheads.ops.quantize.int8_matmul`)."""
+
     # -- parts ------------------------------------------------------------
     def auxiliary_heads(self):
         """`{"rewe": ReWEHead}` with a ReWE head, else `{}` (trained next to the head)."""
@@ -322,3 +392,19 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
                                if self.shared_private is not None else None),
         })
         return config
+
+
+def quantized_copy(model, mode="int8"):
+    """A quantized copy of a seq2seq model for inference; `model` stays as it is.
+
+    The copy is built from `model.get_config()`, given `model`'s weights, then
+    quantized (`Seq2SeqModel.quantize`). A model that is already quantized is
+    refused: quantize its float original.
+    """
+    if model.quantization is not None:
+        raise ValueError(f"The model is already quantized ({model.quantization!r}): "
+                         "copy its float original.")
+    copy = model.__class__.from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    copy.quantize(mode)
+    return copy
