@@ -15,7 +15,7 @@
     float model and with `tf_outheads.models.quantized_copy(model)` (int8: every
     Dense layer and the output layer), in turns (`--repeats` passes each): seconds,
     sentences/s, output pieces/s, and the share of outputs identical to the float
-    model's (with `--run-dir`, also dev BLEU of both).
+    model's (with `--run-dir`, also BLEU of both on `--split`, dev by default).
 
     python benchmarks/quantize.py --quick                           # smoke test
     python benchmarks/quantize.py --preset transformer-cpu          # untrained
@@ -41,6 +41,8 @@ def parse_args(argv=None):
     parser = benchmark_parser(__doc__, QUICK)
     add_run_or_preset_arguments(parser, "transformer-cpu")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per model")
+    parser.add_argument("--split", default="dev", choices=["dev", "test"],
+                        help="(b): the split translated")
     parser.add_argument("--product-repeats", type=int, default=50,
                         help="(a): timed calls per product and variant")
     return parse_benchmark_args(parser, argv, "quantize", QUICK, positive=(
@@ -145,7 +147,7 @@ def greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, r
             "pieces_per_second": pieces / median,
             "identical_to_float": sum(a == b for a, b in zip(texts[name], texts["float32"]))
             / len(sentences),
-            "dev_bleu": (sacrebleu.corpus_bleu(texts[name], [references]).score
+            "bleu": (sacrebleu.corpus_bleu(texts[name], [references]).score
                          if args.run_dir else None),
         })
     return rows
@@ -155,8 +157,8 @@ def main(args):
     started = time.perf_counter()
     info = machine_info()
     model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
-    dev = read_split(preset["data"], "dev", log=lambda *_: None)
-    sentences, references = dev.sources[:args.sentences], dev.targets[:args.sentences]
+    split = read_split(preset["data"], args.split, log=lambda *_: None)
+    sentences, references = split.sources[:args.sentences], split.targets[:args.sentences]
     shapes = step_shapes(model, target_tokenizer.vocab_size)
     products = time_products(shapes, args.batch_size, args.product_repeats)
     print(f"\n(a) one product, {args.batch_size} rows, median ms ({description})")
@@ -165,12 +167,12 @@ def main(args):
         print(f"{row['product']:<34}" + "".join(
             f"{row[v]:>14.3f}" if row[v] is not None else f"{'-':>14}" for v in VARIANTS))
     rows = greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, references)
-    print(f"\n(b) greedy Translator, {len(sentences)} dev sentences, batches of "
+    print(f"\n(b) greedy Translator, {len(sentences)} {args.split} sentences, batches of "
           f"{args.batch_size}, {args.repeats} passes each")
     print(f"{'model':<10}{'s (median)':>12}{'sent/s':>10}{'pieces/s':>10}{'= float':>9}"
-          f"{'dev BLEU':>10}")
+          f"{'BLEU':>10}")
     for row in rows:
-        bleu = f"{row['dev_bleu']:.2f}" if row["dev_bleu"] is not None else "-"
+        bleu = f"{row['bleu']:.2f}" if row["bleu"] is not None else "-"
         print(f"{row['model']:<10}{row['seconds']['median']:>12.3f}"
               f"{row['sentences_per_second']:>10.1f}{row['pieces_per_second']:>10.0f}"
               f"{row['identical_to_float']:>9.2f}{bleu:>10}")

@@ -80,7 +80,7 @@ def _train(args):
 
 
 SAMPLING_OPTIONS = ("sampling_topk", "sampling_topp", "sampling_temperature")
-CONSTRAINT_OPTIONS = ("eos_bias", "block_repeats")  # tf_outheads.decoding.constraints
+CONSTRAINT_OPTIONS = ("eos_bias", "block_repeats", "quantize")  # decoding.constraints; int8
 
 
 def _override(options, args, names):
@@ -262,7 +262,7 @@ def _int_tuple(text):
 
 
 def _add_constraint_flags(parser, which=""):
-    """--eos-bias and --block-repeats/--no-block-repeats (default: the run's decode.*)."""
+    """--eos-bias, --block-repeats/--no-block-repeats (default: the run's decode.*), --quantize."""
     parser.add_argument("--eos-bias", type=float, metavar="B",
                         help=f"{which}bias added to EOS's score at every step, in the head's "
                              "score unit (nats; a cosine for cosine scoring); < 0: longer "
@@ -270,6 +270,8 @@ def _add_constraint_flags(parser, which=""):
     parser.add_argument("--block-repeats", action=argparse.BooleanOptionalAction,
                         default=None, help=f"{which}no piece right after itself (default: "
                                            "the run's decode.block_repeats)")
+    parser.add_argument("--quantize", choices=["int8"], help="int8 weights (slower than "
+                        "float32 on CPUs measured: benchmarks/docs/quantize.md)")
 
 
 def _export(args):

@@ -30,6 +30,6 @@ def test_quick_run_times_the_products_and_both_models(tmp_path):
     assert [row["model"] for row in record["greedy"]] == ["float32", "int8"]
     for row in record["greedy"]:
         assert row["sentences"] == 8 and row["sentences_per_second"] > 0
-        assert 0.0 <= row["identical_to_float"] <= 1.0 and row["dev_bleu"] is None
+        assert 0.0 <= row["identical_to_float"] <= 1.0 and row["bleu"] is None
     assert record["greedy"][0]["identical_to_float"] == 1.0
     assert "(b) greedy Translator" in result.stdout

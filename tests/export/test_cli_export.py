@@ -95,3 +95,28 @@ def test_a_rewe_head_stays_out_of_the_export(bible_tokenizer, tmp_path):
     names += [node.name for function in graph.library.function for node in function.node_def]
     assert any("decoder" in name for name in names)
     assert not any("rewe" in name.lower() for name in names)
+
+
+@pytest.mark.slow  # CLI train + export end to end
+def test_export_and_translate_take_quantize_int8(trained_run, tmp_path):
+    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
+    expected = Translator(model, source_tokenizer, target_tokenizer, quantize="int8",
+                          **preset["decode"]).translate(sources)
+    source_file, output_file = tmp_path / "src.txt", tmp_path / "out.txt"
+    source_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    cli.main(["translate", "--run-dir", trained_run, "--input", str(source_file),
+              "--output", str(output_file), "--quantize", "int8"])
+    assert output_file.read_text(encoding="utf-8").splitlines() == expected
+
+    output = str(tmp_path / "int8" / "1")
+    cli.main(["export", "--run-dir", trained_run, "--output", output, "--beam-sizes", "1",
+              "--quantize", "int8"])
+    with open(os.path.join(output, "assets.extra", "tf_outheads_export.json")) as f:
+        assert json.load(f)["quantize"] == "int8"
+    loaded = tf.saved_model.load(output)
+    assert loaded.head_cache["output_kernel"].dtype == tf.int8
+    outputs = loaded.signatures["serving_default"](sources=tf.constant(sources))
+    assert [t.decode("utf-8") for t in outputs["translations"].numpy()[:, 0]] == expected
+    with pytest.raises(SystemExit):  # argparse: int8 is the one choice
+        cli.main(["export", "--run-dir", trained_run, "--output", output, "--quantize", "int4"])

@@ -25,6 +25,7 @@ import tensorflow as tf
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.decoding.graph import tokenize_text
 from tf_outheads.decoding.translator import string_tensor
+from tf_outheads.models.seq2seq import inference_model
 from tf_outheads.validation import int_at_least
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ class Scorer:
             warning), as the translator cuts sources.
         max_input_bytes: int or `None`: raw strings are cut to this many bytes
             first (as the export does). Defaults to `None`.
+        quantize: `None` or `"int8"`: score with a quantized copy of the model
+            (as `Translator`). Defaults to `None`.
 
     Example:
 
@@ -57,13 +60,15 @@ class Scorer:
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, batch_size=32,
-                 max_source_length=256, max_target_length=256, max_input_bytes=None):
+                 max_source_length=256, max_target_length=256, max_input_bytes=None,
+                 quantize=None):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.max_source_length = int_at_least("max_source_length", max_source_length, 2)
         self.max_target_length = int_at_least("max_target_length", max_target_length, 2)
         self.max_input_bytes = (None if max_input_bytes is None
                                 else int_at_least("max_input_bytes", max_input_bytes, 1))
-        self.model = model
+        self.model = inference_model(model, quantize)
+        self.quantize = quantize
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.log_probabilities = bool(getattr(model.head, "scores_are_log_probabilities",

@@ -17,6 +17,7 @@ from tf_outheads.decoding.graph import TranslationGraph
 from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.options import check_num_hypotheses, check_seed
 from tf_outheads.decoding.sampling import row_seeds
+from tf_outheads.models.seq2seq import inference_model
 from tf_outheads.validation import int_at_least
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,11 @@ class Translator:
             Defaults to 0.0.
         block_repeats: bool. No output piece right after itself (a target
             prefix is still forced as given). Defaults to `False`.
+        quantize: `None` or `"int8"`: decode with a quantized copy of the model
+            (`tf_outheads.models.quantized_copy`: int8 Dense layers and output
+            layer; `model` itself is left float). Through TensorFlow's CPU ops
+            int8 is slower than float32 (benchmarks/docs/quantize.md).
+            Defaults to `None`.
 
     Attributes:
         graph: `tf_outheads.decoding.graph.TranslationGraph`, the translation
@@ -108,7 +114,7 @@ class Translator:
         ValueError: an option out of range (`batch_size`, `beam_size`,
             `length_penalty`, `max_length_ratio`, `max_length_offset`,
             `max_source_length`, a sampling option, `seed`, `eos_bias`,
-            `block_repeats`), named with the value received;
+            `block_repeats`, `quantize`), named with the value received;
             `replace_unk=True` with a model that cannot align; sampling with a
             beam, or with a head whose scores are not log-probabilities.
 
@@ -124,7 +130,7 @@ class Translator:
                  max_length_ratio=1.5, max_length_offset=10, max_source_length=256,
                  beam_size=1, length_penalty=0.0, replace_unk=False, num_hypotheses=1,
                  sampling_topk=None, sampling_topp=None, sampling_temperature=None,
-                 seed=None, eos_bias=0.0, block_repeats=False):
+                 seed=None, eos_bias=0.0, block_repeats=False, quantize=None):
         self.batch_size = int_at_least("batch_size", batch_size, 1)
         self.beam_size = int_at_least("beam_size", beam_size, 1)
         self.num_hypotheses = check_num_hypotheses(num_hypotheses, self.beam_size)
@@ -136,6 +142,9 @@ class Translator:
             sampling_topp=sampling_topp, sampling_temperature=sampling_temperature,
             eos_bias=eos_bias, block_repeats=block_repeats)
         self.seed = check_seed(seed)
+        # int8: a quantized copy decodes (`Seq2SeqModel.quantize`); `model` is untouched.
+        model = inference_model(model, quantize)
+        self.quantize = quantize
         self.last_seed = None
         self.graph = TranslationGraph(model, source_tokenizer, target_tokenizer,
                                       num_hypotheses=self.num_hypotheses,

@@ -98,6 +98,7 @@ from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.decoding.graph import OPTION_NAMES, TranslationGraph
 from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, check_num_hypotheses
 from tf_outheads.decoding.scoring import Scorer
+from tf_outheads.models.seq2seq import inference_model
 from tf_outheads.validation import positive_int
 
 DEFAULT_BEAM_SIZES = (1, 2, 4, 5, 8)
@@ -183,6 +184,9 @@ class TranslatorModule(tf.Module):
             head's score unit). Defaults to 0.0.
         block_repeats: bool. Default for blocking a piece right after itself.
             Defaults to `False`.
+        quantize: `None` or `"int8"`: the module translates and scores with a
+            quantized copy of `model` (`tf_outheads.models.quantized_copy`), whose
+            int8 weights the SavedModel then holds. Defaults to `None`.
         name: str. Module name. Defaults to `"translator"`.
 
     Outputs: `translations` `(batch, n)` string, `scores` `(batch, n)`
@@ -239,8 +243,12 @@ class TranslatorModule(tf.Module):
                  max_length_ratio=1.5, max_length_offset=10, max_input_bytes=MAX_INPUT_BYTES,
                  max_request_sources=MAX_REQUEST_SOURCES,
                  max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False,
-                 name="translator"):
+                 quantize=None, name="translator"):
         super().__init__(name=name)
+        # int8: the quantized copy's weights (int8 Dense kernels, the head's int8 cache)
+        # are what the signatures read, so they are what the SavedModel holds.
+        model = inference_model(model, quantize)
+        self.quantize = quantize
         beam_size = positive_int("beam_size", beam_size)
         num_hypotheses = check_num_hypotheses(num_hypotheses, beam_size)
         widths = [positive_int("beam_sizes", width) for width in beam_sizes]
@@ -412,6 +420,7 @@ class TranslatorModule(tf.Module):
             "max_request_pieces": self.max_request_pieces,
             "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
+            "quantize": self.quantize,
         }
 
 
@@ -420,7 +429,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
                       beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
                       max_length_ratio=1.5, max_length_offset=10,
                       max_input_bytes=MAX_INPUT_BYTES, max_request_sources=MAX_REQUEST_SOURCES,
-                      max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False):
+                      max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False,
+                      quantize=None):
     """Write a SavedModel that translates raw strings (see `TranslatorModule`).
 
     Signatures `serving_default(sources)` and `translate(sources, beam_size,
@@ -447,6 +457,9 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
         max_input_bytes, max_request_sources, max_request_pieces, eos_bias,
         block_repeats: see `TranslatorModule`; the defaults of the `translate`
             signature's options and of `serving_default`.
+        quantize: `None` or `"int8"`: export a quantized copy of the model (int8
+            Dense kernels and output layer in the SavedModel; `model` is left
+            float). Every signature stays. Defaults to `None`.
 
     Returns:
         str, `path`.
@@ -469,7 +482,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
         beam_sizes=beam_sizes, max_source_length=max_source_length,
         max_length_ratio=max_length_ratio, max_length_offset=max_length_offset,
         max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
-        max_request_pieces=max_request_pieces, eos_bias=eos_bias, block_repeats=block_repeats)
+        max_request_pieces=max_request_pieces, eos_bias=eos_bias, block_repeats=block_repeats,
+        quantize=quantize)
     path = os.fspath(path)
     tf.saved_model.save(module, path, signatures=module.signatures())
     config_path = os.path.join(path, CONFIG_PATH)

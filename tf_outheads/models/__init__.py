@@ -4,6 +4,8 @@ from tf_outheads.models.contracts import AuxiliaryHead
 from tf_outheads.models.contracts import DecodingModel
 from tf_outheads.models.contracts import OutputHead
 from tf_outheads.models.seq2seq import Seq2SeqModel
+from tf_outheads.models.seq2seq import inference_model
 from tf_outheads.models.seq2seq import quantized_copy
 
-__all__ = ["AuxiliaryHead", "DecodingModel", "OutputHead", "Seq2SeqModel", "quantized_copy"]
+__all__ = ["AuxiliaryHead", "DecodingModel", "OutputHead", "Seq2SeqModel", "inference_model",
+           "quantized_copy"]

@@ -40,7 +40,7 @@ from tf_outheads.layers.shared_private import shared_private_argument, shared_pr
 from tf_outheads.losses.objective import HEAD_OUTPUT, HIDDEN_OUTPUT, Objective, StepOutputs
 from tf_outheads.validation import positive_int
 
-__all__ = ["ObjectiveHooks", "Seq2SeqModel", "quantized_copy"]
+__all__ = ["ObjectiveHooks", "Seq2SeqModel", "inference_model", "quantized_copy"]
 
 
 class ObjectiveHooks(FirstReplicaBuild):
@@ -408,3 +408,19 @@ def quantized_copy(model, mode="int8"):
     copy.set_weights(model.get_weights())
     copy.quantize(mode)
     return copy
+
+
+def inference_model(model, quantize=None):
+    """The model a decoder should run for `quantize` (the `quantize=` argument of
+    `Translator`, `Scorer` and `export_translator`): `model` itself for `None` (as it
+    is, float or already quantized) or when it already is quantized that way, else
+    its `quantized_copy` (`model` untouched).
+
+    Raises:
+        ValueError: `quantize` is neither `None` nor `"int8"`.
+    """
+    if quantize not in (None, "int8"):
+        raise ValueError(f"`quantize` must be None or 'int8'. Received: quantize={quantize!r}")
+    if quantize is None or getattr(model, "quantization", None) == quantize:
+        return model
+    return quantized_copy(model, quantize)
