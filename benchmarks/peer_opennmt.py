@@ -299,6 +299,68 @@ def peer_translate(bin_dir, checkpoint, source_pieces, output_prefix, tokenizer,
     return hypotheses, seconds
 
 
+# CTranslate2 (issue 42): run in the peer's environment, each call a whole process.
+CT2_CONVERT = """
+import sys, torch, ctranslate2
+checkpoint, output, quantization, fixed = sys.argv[1:5]
+# OpenNMT-py 3.5.1 checkpoints under torch >= 2.6: pickled options (weights_only=False),
+# and an attention name the converter does not know ("scaled-dot-flash" is scaled-dot).
+load = torch.load
+torch.load = lambda *args, **kwargs: load(*args, **{**kwargs, "weights_only": False})
+model = torch.load(checkpoint, map_location="cpu")
+if getattr(model["opt"], "self_attn_type", None) == "scaled-dot-flash":
+    model["opt"].self_attn_type = "scaled-dot"
+torch.save(model, fixed)
+ctranslate2.converters.OpenNMTPyConverter(fixed).convert(
+    output, quantization=None if quantization == "float32" else quantization, force=True)
+"""
+
+CT2_TRANSLATE = """
+import sys, ctranslate2
+model_dir, source, output, compute_type, batch_size, threads = sys.argv[1:7]
+translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+                                    inter_threads=1, intra_threads=int(threads))
+with open(source, encoding="utf-8") as f:
+    lines = [line.split() for line in f.read().split("\\n")[:-1]]
+batch_size = int(batch_size)
+# Batches of similar lengths (as ours are), so that the batch's limit, OpenNMT-py's
+# 1.25 x source + 5 for its longest source, is about each sentence's own.
+order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+outputs = [None] * len(lines)
+for start in range(0, len(order), batch_size):
+    rows = order[start:start + batch_size]
+    limit = int(1.25 * max(len(lines[i]) for i in rows) + 5)
+    results = translator.translate_batch([lines[i] for i in rows], beam_size=1,
+                                         max_decoding_length=limit)
+    for i, result in zip(rows, results):
+        outputs[i] = " ".join(result.hypotheses[0])
+with open(output, "w", encoding="utf-8") as f:
+    f.write("".join(line + "\\n" for line in outputs))
+"""
+
+
+def ct2_convert(peer_python, checkpoint, output_dir, quantization):
+    """The peer's checkpoint as a CTranslate2 model (`quantization`: float32 or int8)."""
+    subprocess.run([peer_python, "-c", CT2_CONVERT, checkpoint, output_dir, quantization,
+                    output_dir + ".fixed.pt"], stdout=subprocess.DEVNULL, env=peer_env(),
+                   check=True)
+    return output_dir
+
+
+def ct2_translate(peer_python, model_dir, source_pieces, output, compute_type, tokenizer,
+                  batch_size=64, threads=2):
+    """Greedy decoding with CTranslate2 on the CPU, as a whole process; returns the
+    detokenized hypotheses and the process' wall seconds."""
+    start = time.perf_counter()
+    subprocess.run([peer_python, "-c", CT2_TRANSLATE, model_dir, source_pieces, output,
+                    compute_type, str(batch_size), str(threads)],
+                   stdout=subprocess.DEVNULL, env=peer_env(), check=True)
+    seconds = time.perf_counter() - start
+    with open(output, encoding="utf-8") as f:
+        hypotheses = [tokenizer_decode(tokenizer, line) for line in f.read().split("\n")[:-1]]
+    return hypotheses, seconds
+
+
 def tokenizer_decode(processor, line):
     """The peer's output line (pieces separated by spaces) → text."""
     return processor.decode_pieces(line.split())
@@ -366,12 +428,13 @@ def our_loss_reports(path, every=50):
     return reports
 
 
-def our_translate(run_dir, source_text, output, batch_size=64):
+def our_translate(run_dir, source_text, output, batch_size=64, quantize=None):
     start = time.perf_counter()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     subprocess.run([sys.executable, "-m", "tf_outheads_zoo.cli", "translate", "--run-dir", run_dir,
                     "--input", source_text, "--output", output, "--batch-size",
-                    str(batch_size), "--beam-size", "1"],
+                    str(batch_size), "--beam-size", "1",
+                    *(["--quantize", quantize] if quantize else [])],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True,
                    cwd=REPO_ROOT)
     return time.perf_counter() - start
@@ -403,34 +466,79 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
         dev_pieces = f.read()
     with open(pieces, "w", encoding="utf-8") as f:
         f.write(dev_pieces * copies)
-    # Alternated (ours, peer, ours, peer, ...) so that a slow spell of the machine
-    # falls on both sides; each side's median process time is its speed.
-    times = {"ours": [], "peer": []}
-    for _ in range(args.decode_repeats):
-        times["ours"].append(
-            our_translate(ours_dir, text, os.path.join(ours_dir, "decode_output.txt")))
-        times["peer"].append(peer_translate(
-            os.path.dirname(args.peer_python), os.path.join(peer_dir, f"model_step_{steps}.pt"),
-            pieces, os.path.join(peer_dir, "decode"), data["tokenizer"])[1])
-    ours, peer = (statistics.median(times[side]) for side in ("ours", "peer"))
-    log(f"[decode] {len(sources)} sentences, median of {args.decode_repeats}: ours {ours:.1f} s "
-        f"({', '.join(f'{t:.1f}' for t in times['ours'])}), peer {peer:.1f} s "
-        f"({', '.join(f'{t:.1f}' for t in times['peer'])})")
-    return {"sentences": len(sources), "ours_seconds": ours, "peer_seconds": peer,
-            "ours_seconds_each": times["ours"], "peer_seconds_each": times["peer"],
-            "ours_sentences_per_second": len(sources) / ours,
-            "peer_sentences_per_second": len(sources) / peer,
-            **decode_token_counts(data["tokenizer"], pieces,
-                                  os.path.join(ours_dir, "decode_output.txt"),
-                                  os.path.join(peer_dir, "decode.hyp.sp"))}
+    checkpoint = os.path.join(peer_dir, f"model_step_{steps}.pt")
+    sides = {
+        "ours": lambda: our_translate(ours_dir, text, os.path.join(ours_dir, "decode_output.txt")),
+        "peer": lambda: peer_translate(os.path.dirname(args.peer_python), checkpoint, pieces,
+                                       os.path.join(peer_dir, "decode"), data["tokenizer"])[1],
+    }
+    ct2 = getattr(args, "ct2", False)
+    if ct2:  # issue 42: CTranslate2 float32 and int8 from the same checkpoint, ours in int8
+        models = {kind: ct2_convert(args.peer_python, checkpoint,
+                                    os.path.join(peer_dir, f"ct2-{kind}"), kind)
+                  for kind in ("float32", "int8")}
+        sides["ours_int8"] = lambda: our_translate(
+            ours_dir, text, os.path.join(ours_dir, "decode_output_int8.txt"), quantize="int8")
+        for kind, model_dir in models.items():
+            sides[f"ct2_{kind}"] = lambda kind=kind, model_dir=model_dir: ct2_translate(
+                args.peer_python, model_dir, pieces,
+                os.path.join(peer_dir, f"decode_ct2_{kind}.sp"), kind, data["tokenizer"])[1]
+    # Alternated (ours, peer, ours, peer, ...; with CTranslate2's sides every other
+    # round in reverse order) so that a slow spell of the machine falls on every side;
+    # each side's median process time is its speed.
+    times = {side: [] for side in sides}
+    for repeat in range(args.decode_repeats):
+        order = list(sides)
+        if ct2 and repeat % 2:
+            order.reverse()
+        for side in order:
+            times[side].append(sides[side]())
+    medians = {side: statistics.median(values) for side, values in times.items()}
+    ours, peer = medians["ours"], medians["peer"]
+    log(f"[decode] {len(sources)} sentences, median of {args.decode_repeats}: " + ", ".join(
+        f"{side} {medians[side]:.1f} s ({', '.join(f'{t:.1f}' for t in times[side])})"
+        for side in sides))
+    result = {"sentences": len(sources), "ours_seconds": ours, "peer_seconds": peer,
+              "ours_seconds_each": times["ours"], "peer_seconds_each": times["peer"],
+              "ours_sentences_per_second": len(sources) / ours,
+              "peer_sentences_per_second": len(sources) / peer,
+              **decode_token_counts(data["tokenizer"], pieces,
+                                    os.path.join(ours_dir, "decode_output.txt"),
+                                    os.path.join(peer_dir, "decode.hyp.sp"))}
+    if ct2:
+        outputs = {"ours_int8": ours_output_tokens(
+                       data["tokenizer"], os.path.join(ours_dir, "decode_output_int8.txt")),
+                   "ct2_float32": sum(piece_counts(os.path.join(peer_dir,
+                                                                "decode_ct2_float32.sp"))),
+                   "ct2_int8": sum(piece_counts(os.path.join(peer_dir, "decode_ct2_int8.sp")))}
+        outputs["ours"] = result["ours_output_tokens"]
+        speed = {side: outputs[side] / medians[side] for side in outputs}
+        result.update({
+            "ct2_seconds": {side: medians[side] for side in sides},
+            "ct2_seconds_each": times,
+            "output_tokens": outputs,
+            "output_tokens_per_second": speed,
+            # Ours / CTranslate2 int8, per output piece (> 1: ours is faster).
+            "ct2_int8_ratio": speed["ours_int8"] / speed["ct2_int8"],
+            "ct2_int8_ratio_float32": speed["ours"] / speed["ct2_int8"],
+        })
+        log(f"[decode] output pieces/s: " + ", ".join(
+            f"{side} {value:.0f}" for side, value in speed.items())
+            + f"; ours int8 / CTranslate2 int8 {result['ct2_int8_ratio']:.2f}")
+    return result
+
+
+def ours_output_tokens(processor, ours_output):
+    """Pieces + EOS of our detokenized output file, re-cut into the shared pieces."""
+    with open(ours_output, encoding="utf-8") as f:
+        return sum(len(piece_ids) + 1 for piece_ids in processor.encode(f.read().split("\n")[:-1]))
 
 
 def decode_token_counts(processor, source_pieces, ours_output, peer_output):
     """Source tokens and each side's output tokens (pieces + EOS) of the decoding run:
     ours re-cut into the shared pieces, the peer's as it wrote them."""
-    with open(ours_output, encoding="utf-8") as f:
-        ours = sum(len(piece_ids) + 1 for piece_ids in processor.encode(f.read().split("\n")[:-1]))
-    return {"source_tokens": sum(piece_counts(source_pieces)), "ours_output_tokens": ours,
+    return {"source_tokens": sum(piece_counts(source_pieces)),
+            "ours_output_tokens": ours_output_tokens(processor, ours_output),
             "peer_output_tokens": sum(piece_counts(peer_output))}
 
 
@@ -480,6 +588,9 @@ def main(argv=None):
                                       "else the preset's name)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override for our preset (tf-outheads train --set)")
+    parser.add_argument("--ct2", action="store_true",
+                        help="also time CTranslate2 (float32 and int8, converted from the "
+                             "peer's checkpoint) and ours in int8 (issue 42's ct2_int8_ratio)")
     parser.add_argument("--only", choices=("ours", "peer"), default=None,
                         help="run one side (the other must have finished, or is skipped)")
     parser.add_argument("--output", default=str(REPO_ROOT / "benchmarks" / "results"
@@ -532,6 +643,8 @@ def main(argv=None):
                                     / entry["peer"]["train_tokens_per_second"])
             entry["decode_ratio"] = (entry["decode"]["ours_sentences_per_second"]
                                      / entry["decode"]["peer_sentences_per_second"])
+            if args.ct2:
+                entry["ct2_int8_ratio"] = entry["decode"]["ct2_int8_ratio"]
             add_flops(entry, preset["model"], vocab_size, train_lengths, peak)
         results[seed] = entry
     fields = {"preset": args.preset, "results": results, "matmul_peak_gflops": peak,
@@ -540,6 +653,9 @@ def main(argv=None):
         print_table(args.preset, results, args.eval_every, args.steps)
         fields["train_ratio"] = statistics.median(e["train_ratio"] for e in results.values())
         fields["decode_ratio"] = statistics.median(e["decode_ratio"] for e in results.values())
+        if args.ct2:
+            fields["ct2_int8_ratio"] = statistics.median(
+                e["ct2_int8_ratio"] for e in results.values())
         fields["dev_bleu_median"] = {
             side: {str(step): statistics.median(
                 dict(map(tuple, e[side]["dev_bleu_history"])).get(step, float("nan"))

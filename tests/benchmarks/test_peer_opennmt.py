@@ -213,3 +213,57 @@ def test_missing_peer_environment_is_named(tmp_path):
     assert result.returncode == 2
     assert f"--peer-python {missing}: no such file" in result.stderr
     assert "peer_setup" not in result.stdout
+
+
+def test_ct2_sides_are_converted_once_alternated_and_compared_per_output_piece(
+        peer, tmp_path, monkeypatch):
+    calls, converted = [], []
+    seconds = {"ours": 10.0, "peer": 20.0, "ours_int8": 30.0, "ct2_float32": 8.0, "ct2_int8": 4.0}
+
+    def ours(run_dir, source_text, output, quantize=None):
+        side = "ours_int8" if quantize == "int8" else "ours"
+        calls.append(side)
+        pathlib.Path(output).write_text("x y\n" * 4)  # 4 lines of 2 pieces + EOS
+        return seconds[side]
+
+    def theirs(bin_dir, checkpoint, pieces, prefix, tokenizer):
+        calls.append("peer")
+        pathlib.Path(prefix + ".hyp.sp").write_text("x y z\n" * 4)
+        return [], seconds["peer"]
+
+    def convert(peer_python, checkpoint, output_dir, quantization):
+        converted.append((checkpoint, quantization))
+        return output_dir
+
+    def ct2(peer_python, model_dir, pieces, output, compute_type, tokenizer):
+        calls.append(f"ct2_{compute_type}")
+        assert model_dir.endswith(f"ct2-{compute_type}")
+        pathlib.Path(output).write_text("x y z w\n" * 4)  # 4 lines of 4 pieces + EOS
+        return [], seconds[f"ct2_{compute_type}"]
+
+    class Pieces:
+        def encode(self, lines):
+            return [line.split() for line in lines]
+
+    for name, function in (("our_translate", ours), ("peer_translate", theirs),
+                           ("ct2_convert", convert), ("ct2_translate", ct2)):
+        monkeypatch.setattr(peer, name, function)
+    dev_pieces = tmp_path / "dev.sp"
+    dev_pieces.write_text("a b\nc\n")
+    data = {"splits": {"dev": type("Split", (), {"sources": ["a b", "c"]})()},
+            "files": {"dev.src": str(dev_pieces)}, "tokenizer": Pieces()}
+    args = type("Args", (), {"decode_copies": 2, "decode_repeats": 2, "ct2": True,
+                             "peer_python": str(tmp_path / "bin" / "python")})()
+    for side in ("ours", "peer"):
+        (tmp_path / side).mkdir()
+    result = peer.decode_speeds(args, data, str(tmp_path / "ours"), str(tmp_path / "peer"), 200,
+                                log=lambda line: None)
+    checkpoint = str(tmp_path / "peer" / "model_step_200.pt")
+    assert converted == [(checkpoint, "float32"), (checkpoint, "int8")]
+    order = ["ours", "peer", "ours_int8", "ct2_float32", "ct2_int8"]
+    assert calls == order + order[::-1]
+    assert result["output_tokens"] == {"ours": 12, "ours_int8": 12, "ct2_float32": 20,
+                                       "ct2_int8": 20}
+    # Per output piece: ours int8 12 / 30 s against CTranslate2 int8 20 / 4 s.
+    assert result["ct2_int8_ratio"] == pytest.approx((12 / 30.0) / (20 / 4.0))
+    assert result["ct2_int8_ratio_float32"] == pytest.approx((12 / 10.0) / (20 / 4.0))
