@@ -42,6 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import REPO_ROOT, benchmark_parser  # noqa: E402
+from peer_ct2 import ct2_convert, ct2_result, ct2_translate  # noqa: E402
 from flops import (  # noqa: E402, F401  (the FLOP counts: flops.py, here too as before)
     add_flops, decode_flops, forward_flops, matmul_peak_gflops, train_flops_per_target_token,
 )
@@ -299,68 +300,6 @@ def peer_translate(bin_dir, checkpoint, source_pieces, output_prefix, tokenizer,
     return hypotheses, seconds
 
 
-# CTranslate2 (issue 42): run in the peer's environment, each call a whole process.
-CT2_CONVERT = """
-import sys, torch, ctranslate2
-checkpoint, output, quantization, fixed = sys.argv[1:5]
-# OpenNMT-py 3.5.1 checkpoints under torch >= 2.6: pickled options (weights_only=False),
-# and an attention name the converter does not know ("scaled-dot-flash" is scaled-dot).
-load = torch.load
-torch.load = lambda *args, **kwargs: load(*args, **{**kwargs, "weights_only": False})
-model = torch.load(checkpoint, map_location="cpu")
-if getattr(model["opt"], "self_attn_type", None) == "scaled-dot-flash":
-    model["opt"].self_attn_type = "scaled-dot"
-torch.save(model, fixed)
-ctranslate2.converters.OpenNMTPyConverter(fixed).convert(
-    output, quantization=None if quantization == "float32" else quantization, force=True)
-"""
-
-CT2_TRANSLATE = """
-import sys, ctranslate2
-model_dir, source, output, compute_type, batch_size, threads = sys.argv[1:7]
-translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
-                                    inter_threads=1, intra_threads=int(threads))
-with open(source, encoding="utf-8") as f:
-    lines = [line.split() for line in f.read().split("\\n")[:-1]]
-batch_size = int(batch_size)
-# Batches of similar lengths (as ours are), so that the batch's limit, OpenNMT-py's
-# 1.25 x source + 5 for its longest source, is about each sentence's own.
-order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-outputs = [None] * len(lines)
-for start in range(0, len(order), batch_size):
-    rows = order[start:start + batch_size]
-    limit = int(1.25 * max(len(lines[i]) for i in rows) + 5)
-    results = translator.translate_batch([lines[i] for i in rows], beam_size=1,
-                                         max_decoding_length=limit)
-    for i, result in zip(rows, results):
-        outputs[i] = " ".join(result.hypotheses[0])
-with open(output, "w", encoding="utf-8") as f:
-    f.write("".join(line + "\\n" for line in outputs))
-"""
-
-
-def ct2_convert(peer_python, checkpoint, output_dir, quantization):
-    """The peer's checkpoint as a CTranslate2 model (`quantization`: float32 or int8)."""
-    subprocess.run([peer_python, "-c", CT2_CONVERT, checkpoint, output_dir, quantization,
-                    output_dir + ".fixed.pt"], stdout=subprocess.DEVNULL, env=peer_env(),
-                   check=True)
-    return output_dir
-
-
-def ct2_translate(peer_python, model_dir, source_pieces, output, compute_type, tokenizer,
-                  batch_size=64, threads=2):
-    """Greedy decoding with CTranslate2 on the CPU, as a whole process; returns the
-    detokenized hypotheses and the process' wall seconds."""
-    start = time.perf_counter()
-    subprocess.run([peer_python, "-c", CT2_TRANSLATE, model_dir, source_pieces, output,
-                    compute_type, str(batch_size), str(threads)],
-                   stdout=subprocess.DEVNULL, env=peer_env(), check=True)
-    seconds = time.perf_counter() - start
-    with open(output, encoding="utf-8") as f:
-        hypotheses = [tokenizer_decode(tokenizer, line) for line in f.read().split("\n")[:-1]]
-    return hypotheses, seconds
-
-
 def tokenizer_decode(processor, line):
     """The peer's output line (pieces separated by spaces) → text."""
     return processor.decode_pieces(line.split())
@@ -475,14 +414,14 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
     ct2 = getattr(args, "ct2", False)
     if ct2:  # issue 42: CTranslate2 float32 and int8 from the same checkpoint, ours in int8
         models = {kind: ct2_convert(args.peer_python, checkpoint,
-                                    os.path.join(peer_dir, f"ct2-{kind}"), kind)
+                                    os.path.join(peer_dir, f"ct2-{kind}"), kind, peer_env())
                   for kind in ("float32", "int8")}
         sides["ours_int8"] = lambda: our_translate(
             ours_dir, text, os.path.join(ours_dir, "decode_output_int8.txt"), quantize="int8")
         for kind, model_dir in models.items():
             sides[f"ct2_{kind}"] = lambda kind=kind, model_dir=model_dir: ct2_translate(
                 args.peer_python, model_dir, pieces,
-                os.path.join(peer_dir, f"decode_ct2_{kind}.sp"), kind, data["tokenizer"])[1]
+                os.path.join(peer_dir, f"decode_ct2_{kind}.sp"), kind, peer_env())
     # Alternated (ours, peer, ours, peer, ...; with CTranslate2's sides every other
     # round in reverse order) so that a slow spell of the machine falls on every side;
     # each side's median process time is its speed.
@@ -506,25 +445,13 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
                                     os.path.join(ours_dir, "decode_output.txt"),
                                     os.path.join(peer_dir, "decode.hyp.sp"))}
     if ct2:
-        outputs = {"ours_int8": ours_output_tokens(
-                       data["tokenizer"], os.path.join(ours_dir, "decode_output_int8.txt")),
-                   "ct2_float32": sum(piece_counts(os.path.join(peer_dir,
-                                                                "decode_ct2_float32.sp"))),
-                   "ct2_int8": sum(piece_counts(os.path.join(peer_dir, "decode_ct2_int8.sp")))}
-        outputs["ours"] = result["ours_output_tokens"]
-        speed = {side: outputs[side] / medians[side] for side in outputs}
-        result.update({
-            "ct2_seconds": {side: medians[side] for side in sides},
-            "ct2_seconds_each": times,
-            "output_tokens": outputs,
-            "output_tokens_per_second": speed,
-            # Ours / CTranslate2 int8, per output piece (> 1: ours is faster).
-            "ct2_int8_ratio": speed["ours_int8"] / speed["ct2_int8"],
-            "ct2_int8_ratio_float32": speed["ours"] / speed["ct2_int8"],
-        })
-        log(f"[decode] output pieces/s: " + ", ".join(
-            f"{side} {value:.0f}" for side, value in speed.items())
-            + f"; ours int8 / CTranslate2 int8 {result['ct2_int8_ratio']:.2f}")
+        result.update(ct2_result(
+            medians, times,
+            {"ours": result["ours_output_tokens"],
+             "ours_int8": ours_output_tokens(data["tokenizer"],
+                                             os.path.join(ours_dir, "decode_output_int8.txt")),
+             **{f"ct2_{kind}": sum(piece_counts(os.path.join(peer_dir, f"decode_ct2_{kind}.sp")))
+                for kind in ("float32", "int8")}}, log))
     return result
 
 

@@ -231,15 +231,15 @@ def test_ct2_sides_are_converted_once_alternated_and_compared_per_output_piece(
         pathlib.Path(prefix + ".hyp.sp").write_text("x y z\n" * 4)
         return [], seconds["peer"]
 
-    def convert(peer_python, checkpoint, output_dir, quantization):
+    def convert(peer_python, checkpoint, output_dir, quantization, env):
         converted.append((checkpoint, quantization))
         return output_dir
 
-    def ct2(peer_python, model_dir, pieces, output, compute_type, tokenizer):
+    def ct2(peer_python, model_dir, pieces, output, compute_type, env):
         calls.append(f"ct2_{compute_type}")
         assert model_dir.endswith(f"ct2-{compute_type}")
         pathlib.Path(output).write_text("x y z w\n" * 4)  # 4 lines of 4 pieces + EOS
-        return [], seconds[f"ct2_{compute_type}"]
+        return seconds[f"ct2_{compute_type}"]
 
     class Pieces:
         def encode(self, lines):
