@@ -84,12 +84,12 @@ def with_constraints(step_fn, state, batch_size, eos_bias=0.0, block_repeats=Fal
         log_scores, model_state = step_fn(ids_t, state["model"])
         log_scores = tf.cast(log_scores, tf.float32)
         values = state[_KEY]
-        block = tf.logical_and(values["block_repeats"], tf.logical_and(
-            tf.not_equal(ids_t, bos_id), tf.not_equal(ids_t, PAD_ID)))  # (B,)
-        if "forced" in values:
-            block = tf.logical_and(block, values["forced"] <= 0)
 
         def constrain():
+            block = tf.logical_and(values["block_repeats"], tf.logical_and(
+                tf.not_equal(ids_t, bos_id), tf.not_equal(ids_t, PAD_ID)))  # (B,)
+            if "forced" in values:
+                block = tf.logical_and(block, values["forced"] <= 0)
             # Two entries per row, never the whole (B, V): EOS += bias, the fed piece
             # += -inf (+0 where not blocked). Adding 0 leaves a score as it was.
             rows = tf.range(tf.shape(ids_t)[0])

@@ -60,8 +60,8 @@ def dequantize_int8(q, scale, axis=0):
 def quantize_rows(x):
     """Dynamic per-row quantization of activations `x (..., K)`: `(q int8, scale
     (..., 1) float32)` with `x ≈ q * scale`; a row of zeros gets scale 0."""
-    return quantize_int8(x, axis=-1)[0], tf.reduce_max(
-        tf.abs(tf.cast(x, tf.float32)), axis=-1, keepdims=True) / INT8_MAX
+    q, scale = quantize_int8(x, axis=-1)
+    return q, scale[..., tf.newaxis]
 
 
 def int8_matmul(x, q, scale, activations="dynamic"):
