@@ -48,6 +48,10 @@ def check_components(config):
     for registry, name in names:
         if name not in registry:
             raise ConfigError(registry.unknown(name))
+    if config.data.subword_sampling and config.data.tokenizer_type != "unigram":
+        raise ConfigError("data.subword_sampling samples unigram segmentations (Kudo 2018): "
+                          "set data.tokenizer_type: unigram. Received: data.tokenizer_type="
+                          f"{config.data.tokenizer_type!r}")
     if isinstance(head, dict):
         _check_arguments(HEADS[head["class_name"]], head.get("config") or {},
                          "model.head.config")

@@ -54,6 +54,7 @@ from tf_outheads_zoo.schema import (  # noqa: F401 (TARGET_VECTOR_DEFAULTS re-ex
     check_positive,
     check_eos_bias_setting,
     check_share,
+    check_subword_sampling,
     check_target_vectors,
     check_value,
     field_choices,
@@ -117,6 +118,10 @@ class DataConfig:
     tokenizer_type: str = setting("bpe", "SentencePiece model type",
                                   choices=("bpe", "unigram"))
     tokenizer_seed: int | None = setting(None, "SentencePiece's seed; None: train.seed")
+    subword_sampling: dict | None = setting(
+        None, "subword regularisation of training batches (Kudo 2018; unigram models): "
+        "{nbest_size (>= 2), alpha}, e.g. {nbest_size: 64, alpha: 0.1}; None: the best "
+        "segmentation", keys=("nbest_size", "alpha"), check=check_subword_sampling)
     tokenizer_sample: int | None = setting(
         500_000, "SentencePiece trains on a seeded sample of this many cleaned training "
         "pairs (all of them when fewer); None: every pair", legacy=None)

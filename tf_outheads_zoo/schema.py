@@ -179,6 +179,19 @@ TARGET_VECTOR_DEFAULTS = {"dim": 300, "epochs": 5, "path": None, "model": "fastt
                           "center": False, "remove_components": 0, "eos": "far"}
 
 
+def check_subword_sampling(value, dotted):
+    """`check` of `data.subword_sampling`: `SubwordSampling`'s own checks, as a
+    `ConfigError` naming `dotted`."""
+    if value is None:
+        return
+    from tf_outheads.data.subword_sampling import SubwordSampling
+
+    try:
+        SubwordSampling.from_config(value)
+    except ValueError as error:
+        raise ConfigError(f"{dotted}: {error}") from None
+
+
 def check_target_vectors(value, dotted):
     """`check` of `data.target_vectors`: each key's type and range.
 

@@ -153,7 +153,8 @@ class TrainingData:
                         max_length=data_config["max_sequence_length"],
                         bucket_width=data_config["bucket_width"],  # 8: runs stored before it
                         shuffle_buffer=data_config.get("shuffle_buffer"),
-                        shuffle=True, seed=seed, repeat=True)
+                        shuffle=True, seed=seed, repeat=True,
+                        subword_sampling=data_config.get("subword_sampling"))
         if self.streamed:
             if batching["shuffle_buffer"] is None:
                 raise ConfigError("data.shuffle_buffer None (the whole corpus) is for corpora "

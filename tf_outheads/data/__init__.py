@@ -31,6 +31,7 @@ from tf_outheads.data.pipeline import make_inference_dataset
 from tf_outheads.data.pipeline import make_training_dataset
 from tf_outheads.data.special_tokens import BOS_ID
 from tf_outheads.data.streaming import CleaningRules
+from tf_outheads.data.subword_sampling import SubwordSampling
 from tf_outheads.data.streaming import FileScan
 from tf_outheads.data.streaming import Reservoir
 from tf_outheads.data.streaming import file_pairs
@@ -88,6 +89,7 @@ __all__ = [
     "scan_parallel_files",
     "text_pairs",
     "make_text_dataset",
+    "SubwordSampling",
     "file_fingerprint",
     "fingerprint_changes",
     "make_inference_dataset",

@@ -37,6 +37,7 @@ import tensorflow as tf
 from tf_outheads.data.special_tokens import BOS_ID
 from tf_outheads.data.special_tokens import EOS_ID
 from tf_outheads.data.special_tokens import PAD_ID
+from tf_outheads.data.subword_sampling import SubwordSampling
 
 __all__ = [
     "make_training_dataset",
@@ -128,6 +129,7 @@ def make_training_dataset(
     repeat=False,
     num_parallel_calls=tf.data.AUTOTUNE,
     shuffle_indices=True,
+    subword_sampling=None,
 ):
     """Builds the token-batched, length-bucketed training dataset.
 
@@ -178,6 +180,14 @@ def make_training_dataset(
             buckets' partial batches and the batch shuffle). `False`: the
             structure of iterator checkpoints written before this option, which
             only it restores. Defaults to `True`.
+        subword_sampling: `SubwordSampling`, its config dict, or None. Draw each
+            example's segmentations (both sides) among their `nbest_size` best
+            (Kudo 2018), with a stateless seed made of `seed` and the example's
+            position in the stream (counted over passes): every pass gives a
+            sentence new pieces, and a resumed iterator the same ones as an
+            uninterrupted one. A drawn segmentation is never longer than the
+            longest kept example (the best ones measured above). Needs unigram
+            models. Defaults to `None` (the best segmentation).
 
     Returns:
         A `tf.data.Dataset` of `({"source_ids", "target_in"}, target_out)`
@@ -244,6 +254,22 @@ def make_training_dataset(
     kept_indices = np.flatnonzero(keep)
     kept = (_string_tensor([sources[i] for i in kept_indices]),
             _string_tensor([targets[i] for i in kept_indices]))
+    limit = min(int(lengths[keep].max()), batch_tokens)
+    sampling = SubwordSampling.from_config(subword_sampling)
+    if sampling is not None:
+        dataset = tf.data.Dataset.range(len(kept_indices))
+        if shuffle:
+            dataset = dataset.shuffle(shuffle_buffer or len(kept_indices), seed=seed,
+                                      reshuffle_each_iteration=True)
+        if repeat:
+            dataset = dataset.repeat()
+        encode = _sampling_encoder(source_tokenizer, target_tokenizer, sampling, seed,
+                                   max_pieces=limit - 1)
+        dataset = dataset.enumerate().map(
+            lambda count, index: encode(count, tf.gather(kept[0], index),
+                                        tf.gather(kept[1], index)),
+            num_parallel_calls=num_parallel_calls)
+        return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)
     encode = _encoder(source_tokenizer, target_tokenizer)
     if shuffle_indices:
         dataset = tf.data.Dataset.range(len(kept_indices))
@@ -261,14 +287,32 @@ def make_training_dataset(
                               num_parallel_calls=num_parallel_calls)
     else:
         dataset = dataset.map(encode, num_parallel_calls=num_parallel_calls)
-    return _bucketed(dataset, batch_tokens, min(int(lengths[keep].max()), batch_tokens),
-                     bucket_width, shuffle, seed)
+    return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)
 
 
 def _encoder(source_tokenizer, target_tokenizer):
     def encode(source, target):
         source_ids = tf.concat([source_tokenizer.tokenize(source), [EOS_ID]], axis=0)
         target_ids = target_tokenizer.tokenize(target)
+        target_in = tf.concat([[BOS_ID], target_ids], axis=0)
+        target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
+        return {"source_ids": source_ids, "target_in": target_in}, target_out
+
+    return encode
+
+
+def _sampling_encoder(source_tokenizer, target_tokenizer, sampling, seed, max_pieces):
+    """`encode(count, source, target)`: `_encoder`'s example with both sides' pieces
+    drawn by `sampling`, seeded by `(seed, count)` (one seed split in two, a side each)."""
+    sample_source = sampling.sampler(source_tokenizer, "source tokenizer")
+    sample_target = sampling.sampler(target_tokenizer, "target tokenizer")
+
+    def encode(count, source, target):
+        seeds = tf.random.experimental.stateless_split(
+            tf.stack([tf.constant(seed, tf.int64), tf.cast(count, tf.int64)]), 2)
+        source_ids = tf.concat([sample_source(source, seeds[0], max_pieces), [EOS_ID]],
+                               axis=0)
+        target_ids = sample_target(target, seeds[1], max_pieces)
         target_in = tf.concat([[BOS_ID], target_ids], axis=0)
         target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
         return {"source_ids": source_ids, "target_in": target_in}, target_out
@@ -317,6 +361,7 @@ def batch_pairs(
     shuffle_buffer=100_000,
     repeat=False,
     num_parallel_calls=tf.data.AUTOTUNE,
+    subword_sampling=None,
 ):
     """Token batches from a dataset of `(source, target)` string pairs.
 
@@ -343,6 +388,10 @@ def batch_pairs(
         shuffle_buffer: int. Examples in the shuffle buffer; it bounds the
             memory of the pipeline and the size of an iterator checkpoint.
             Defaults to `100_000`.
+        subword_sampling: as :func:`make_training_dataset`; the pairs are then
+            shuffled (and repeated) as strings and tokenized after, each drawn
+            segmentation at most `limit - 1` pieces long (`limit`: `max_length`,
+            else `batch_tokens`). Defaults to `None`.
 
     Returns:
         A `tf.data.Dataset` of `({"source_ids", "target_in"}, target_out)`
@@ -360,6 +409,20 @@ def batch_pairs(
     source_tokenizer.ensure_resource()
     target_tokenizer.ensure_resource()
     limit = batch_tokens if max_length is None else min(max_length, batch_tokens)
+    sampling = SubwordSampling.from_config(subword_sampling)
+    if sampling is not None:
+        if shuffle:
+            pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        if repeat:
+            pairs = pairs.repeat()
+        encode = _sampling_encoder(source_tokenizer, target_tokenizer, sampling, seed,
+                                   max_pieces=limit - 1)
+        dataset = pairs.enumerate().map(lambda count, pair: encode(count, *pair),
+                                        num_parallel_calls=num_parallel_calls,
+                                        deterministic=True)
+        dataset = dataset.filter(lambda features, target_out: _example_length(
+            features, target_out) <= limit)
+        return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)
     dataset = pairs.map(_encoder(source_tokenizer, target_tokenizer),
                         num_parallel_calls=num_parallel_calls, deterministic=True)
     dataset = dataset.filter(lambda features, target_out: _example_length(

@@ -447,7 +447,7 @@ def make_text_dataset(pairs, source_tokenizer, target_tokenizer, rules=None,
         num_shards, shard_index: this worker's shard (see :func:`text_pairs`).
         **batching: keyword arguments of :func:`tf_outheads.data.batch_pairs`
             (`batch_tokens`, `max_length`, `shuffle`, `seed`, `bucket_width`,
-            `shuffle_buffer`, `repeat`).
+            `shuffle_buffer`, `repeat`, `subword_sampling`).
 
     Returns:
         A `tf.data.Dataset` of `({"source_ids", "target_in"}, target_out)` batches.

@@ -326,6 +326,22 @@ class SubwordTokenizer(tf.Module):
         """int. Number of pieces, special tokens included."""
         return int(self._processor.get_piece_size())
 
+    @property
+    def model_type(self):
+        """str. The SentencePiece model's type: `"bpe"`, `"unigram"`, `"word"` or
+        `"char"`."""
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(self.model_proto)
+        return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(
+            proto.trainer_spec.model_type).lower()
+
+    def piece_score(self, piece_id):
+        """float. The model's score of piece `piece_id` (a unigram model: its
+        log-probability; a BPE model: minus its merge rank)."""
+        return float(self._processor.get_score(int(piece_id)))
+
     def id_to_piece(self, piece_id):
         """Returns the piece (str) at id `piece_id`, e.g. `"</s>"` for 3."""
         return self._processor.id_to_piece(int(piece_id))
