@@ -65,7 +65,8 @@ def _train(args):
         overrides["train.max_steps"] = args.max_steps
     if args.corpus is not None:
         overrides["data.corpus"] = args.corpus
-    for name in ("strategy", "num_gpus", "precision", "accumulation_steps"):
+    for name in ("strategy", "num_gpus", "precision", "accumulation_steps", "init_from",
+                 "init_optimizer"):
         if getattr(args, name) is not None:
             overrides[f"train.{name}"] = getattr(args, name)
     from tf_outheads_zoo.presets import DEFAULT_PRESET
@@ -92,21 +93,12 @@ def _override(options, args, names):
 
 
 def _average(args):
-    import functools
+    from tf_outheads_zoo.runs import average_run
 
-    from tf_outheads.training.backup import BackupManager, average_checkpoints, write_atomically
-    from tf_outheads_zoo.runs import load_run, save_model
-
-    model, source_tokenizer, target_tokenizer, _ = load_run(args.run_dir)
-    paths = BackupManager(os.path.join(args.run_dir, "backup")).last(args.last)
-    if len(paths) < args.last:
-        raise CommandError(f"{os.path.join(args.run_dir, 'backup')} holds {len(paths)} "
-                         f"backup(s); --last {args.last} needs as many (train.keep_backups)")
-    average_checkpoints(model, paths)
-    output = args.output or os.path.join(args.run_dir, "model.averaged.keras")
-    write_atomically(output, functools.partial(save_model, model,
-                                               source_tokenizer=source_tokenizer,
-                                               target_tokenizer=target_tokenizer))
+    try:
+        output, paths = average_run(args.run_dir, args.last, args.output)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     print(f"[average] mean of {', '.join(os.path.basename(p) for p in paths)} → {output}")
 
 
@@ -384,6 +376,11 @@ def build_parser():
                        help="dtype policy (mixed_float16 adds loss scaling)")
     train.add_argument("--accumulation-steps", type=int,
                        help="global batches per optimizer update (gradient accumulation)")
+    train.add_argument("--init-from", metavar="RUN_DIR",
+                       help="start from this trained run: its weights, pieces, word pairs and "
+                            "target table, a fresh optimizer (tf_outheads_zoo/init_from.py)")
+    train.add_argument("--init-optimizer", action="store_true", default=None,
+                       help="with --init-from: the parent's optimizer moments and step count")
     train.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                        help="override a preset setting, e.g. --set model.head=softmax")
     train.set_defaults(func=_train)

@@ -186,6 +186,11 @@ class TrainConfig:
     patience: int | None = setting(5, "early stopping after this many evaluations without "
                                    "a better dev BLEU; None: never")
     seed: int = setting(1234, "seed of weights, data order and sampling")
+    init_from: str | None = setting(
+        None, "a trained run directory to start from: its weights, pieces, word pairs and "
+        "target table (tf_outheads_zoo/init_from.py); None: random initialisation")
+    init_optimizer: bool = setting(False, "with init_from: the parent's optimizer moments "
+                                   "and step count too (the schedule goes on)")
     # tf_outheads.training.fit: distribution, precision, accumulation, backups.
     strategy: str = setting("default", "tf.distribute strategy: one device, the local "
                             "GPUs, or the workers of TF_CONFIG",

@@ -74,7 +74,8 @@ def holds_run(run_dir, tokenizer=True):
     return os.path.isdir(backup_dir) and bool(tfo_backup.BackupManager(backup_dir).checkpoints())
 
 
-def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=print):
+def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=print,
+                   parent=None):
     """`(name, preset)` for `tf-outheads train` on `run_dir`, refusing a mismatch.
 
     With `run_file` (a user's YAML/JSON run file, `tf_outheads_zoo.stored.load_run_config`;
@@ -83,7 +84,8 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=prin
 
     Without `preset_name`, a run directory that has a `preset.json` supplies
     its own preset (so `train --run-dir R` resumes R as it was trained), else
-    the default preset. With one, the stored preset must agree with it, and
+    `parent`'s (a stored preset: the run `train.init_from` names), else the
+    default preset. With one, the stored preset must agree with it, and
     with `overrides`, on every setting but `RESUMABLE_TRAIN_KEYS` and the
     `decode` section, when the directory holds a run (`holds_run`); a
     `preset.json` alone (a first start that failed) is replaced by the new
@@ -101,10 +103,12 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=prin
                               f"Received: preset={preset_name!r}, run_file={run_file!r}")
         name, config = read_run_config(run_file, overrides)
         preset = config.to_dict()
-    elif preset_name is None and stored is not None:
-        name = stored.get("name") or DEFAULT_PRESET
-        sections = {key: value for key, value in stored.items() if key != "name"}
-        preset = apply_overrides(sections, overrides, f"{name} (from {run_dir})")
+    elif preset_name is None and (stored or parent) is not None:
+        base = stored if stored is not None else parent
+        name = base.get("name") or DEFAULT_PRESET
+        sections = {key: value for key, value in base.items() if key != "name"}
+        preset = apply_overrides(sections, overrides, f"{name} (from "
+                                 f"{run_dir if stored is not None else 'train.init_from'})")
     else:
         name = preset_name or DEFAULT_PRESET
         preset = get_preset(name, overrides)
@@ -342,6 +346,28 @@ def load_run(run_dir):
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
     return model, source_tokenizer, target_tokenizer, preset
+
+
+def average_run(run_dir, last, output=None):
+    """`tf-outheads average`: the mean of the run's newest `last` backups saved as a
+    `.keras` model (default `run_dir/model.averaged.keras`); returns `(output, paths)`.
+
+    Raises:
+        ValueError: naming the backup directory, if it holds fewer than `last` backups.
+    """
+    import functools
+
+    model, source_tokenizer, target_tokenizer, _ = load_run(run_dir)
+    backup_dir = os.path.join(run_dir, "backup")
+    paths = tfo_backup.BackupManager(backup_dir).last(last)
+    if len(paths) < last:
+        raise ValueError(f"{backup_dir} holds {len(paths)} backup(s); --last {last} needs as "
+                         "many (train.keep_backups)")
+    tfo_backup.average_checkpoints(model, paths)
+    output = output or os.path.join(run_dir, "model.averaged.keras")
+    tfo_backup.write_atomically(output, functools.partial(
+        save_model, model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer))
+    return output, paths
 
 
 def export_run(run_dir, output, **options):

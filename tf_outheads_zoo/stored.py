@@ -71,7 +71,19 @@ def read_run_config(path, overrides=None):
     values = _read_mapping(path)
     refuse_unknown(values, RUN_FILE_KEYS, path, "top-level key", "A run file has")
     name = values.get("preset")
-    if name is None:
+    base = os.path.dirname(os.path.abspath(path))
+    train = values.get("train") if isinstance(values.get("train"), dict) else {}
+    if isinstance(train.get("init_from"), str):  # a trained run, relative to the file
+        values = {**values, "train": {**train, "init_from": os.path.normpath(
+            os.path.join(base, os.path.expanduser(train["init_from"])))}}
+    parent = values.get("train", {}).get("init_from") if train else None
+    if name is None and parent and os.path.exists(os.path.join(parent, "preset.json")):
+        # A child run without `preset:` starts from its parent's settings.
+        name, stored = read_stored_preset(os.path.join(parent, "preset.json"))
+        stored["train"] = {key: value for key, value in stored["train"].items()
+                           if key not in ("init_from", "init_optimizer")}  # its own parent's
+        config = RunConfig.from_dict(stored, path)
+    elif name is None:
         config = RunConfig()
     else:
         if name not in PRESET_CONFIGS:
@@ -90,7 +102,7 @@ def read_run_config(path, overrides=None):
     changes = {section: values[section] for section in SECTIONS
                if values.get(section) is not None}
     if isinstance(changes.get("data"), dict):
-        changes["data"] = resolve_paths(changes["data"], os.path.dirname(os.path.abspath(path)))
+        changes["data"] = resolve_paths(changes["data"], base)
     config = config.updated(changes, path, description=description)
     return name, config.with_overrides(overrides, path)
 

@@ -11,6 +11,7 @@ here are importable from this module too.
 
 import dataclasses
 import functools
+import json
 import os
 import time
 
@@ -38,6 +39,7 @@ from tf_outheads_zoo.components import (  # noqa: F401
     run_config,
     training_loss,
 )
+from tf_outheads_zoo import init_from
 from tf_outheads_zoo.curves import LossCurves
 from tf_outheads_zoo.presets import DEFAULT_PRESET
 from tf_outheads_zoo.runs import (  # noqa: F401
@@ -108,8 +110,19 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     `run_dir/workers/<index>/` and return after training.
     """
     start = time.time()
-    preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file, log=log)
+    overrides = dict(overrides or {})
+    parent = None
+    if overrides.get("train.init_from"):  # a new run starts from its parent's settings
+        overrides["train.init_from"] = os.path.abspath(overrides["train.init_from"])
+        parent = init_from.parent_run(overrides["train.init_from"])
+        parent = {**parent, "train": {k: v for k, v in parent["train"].items()
+                                      if k not in init_from.INIT_KEYS}}
+    preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file, log=log,
+                                         parent=parent)
     check_components(preset)  # every registered name it gives, before anything is written
+    parent_dir = preset["train"]["init_from"]
+    if parent_dir:
+        init_from.check_compatible(init_from.parent_run(parent_dir), preset, parent_dir)
     check_data_files(preset["data"], run_dir)
     train_config = preset["train"]
     strategy = tfo_strategy.make_strategy(train_config["strategy"],
@@ -139,6 +152,8 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
         if chief:
             tfo_backup.write_atomically(os.path.join(run_dir, DATA_FILES),
                                         lambda path: write_json(path, fingerprints))
+            if parent_dir:
+                init_from.inherit(parent_dir, run_dir, log=log)
         previous_policy = keras.config.dtype_policy().name
         tfo_strategy.set_precision(train_config["precision"])
         try:
@@ -171,6 +186,7 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
     preset, model, loss_keywords = _build_model(preset, data, resource_dir, strategy,
                                                 chief_first, log)
     _log_setup(model, preset, strategy, backup_dir, log)
+    record = _initialise(model, preset, data, strategy, resource_dir, backup_dir, chief, log)
     callbacks, bleu = _fit(model, preset, data, loss_keywords, run_dir, backup_dir, chief, log)
     # Training wall clock of every process that trained this run (a backup keeps it).
     train_seconds = next(c for c in callbacks if isinstance(c, TimeLimit)).elapsed()
@@ -191,6 +207,8 @@ def _run_training(preset_name, preset, run_dir, resource_dir, backup_dir, strate
                "train_seconds": round(train_seconds, 1),
                "parameters": parameter_report(model).groups,
                "dev_bleu_history": bleu.history if bleu else []}
+    if record is not None:
+        results["init_from"] = record
     results.update(_evaluate(model, data, preset["decode"], run_dir, log))
     results["total_seconds"] = round(time.time() - start, 1)
     write_json(os.path.join(run_dir, "results.json"), results)
@@ -213,14 +231,17 @@ def _prepare_data(preset, resource_dir, strategy, chief_first, log):
     # cleaned training pairs, or a seeded sample of them (data.tokenizer_sample).
     train = training_data.sample
     tokenizer_start = time.time()
-    source_tokenizer, target_tokenizer = chief_first(lambda: tfo_data.build_tokenizers(
+    inherited = preset["train"]["init_from"]  # the parent's pieces, copied to resource_dir
+    source_tokenizer, target_tokenizer = chief_first(lambda: tfo_data.load_tokenizers(
+        resource_dir) if inherited else tfo_data.build_tokenizers(
         train.sources, train.targets, resource_dir,
         vocab_size=data_config["vocab_size"],
         joint=data_config["joint_vocabulary"],
         model_type=data_config["tokenizer_type"],
         seed=tokenizer_seed(preset),
     ))
-    log(f"[data] tokenizer: {data_config['tokenizer_type']} "
+    log(f"[data] tokenizer: {'inherited, ' if inherited else ''}"
+        f"{data_config['tokenizer_type']} "
         f"{'joint' if data_config['joint_vocabulary'] else 'separate'}, "
         f"vocab source {source_tokenizer.vocab_size} / target {target_tokenizer.vocab_size} "
         f"({time.time() - tokenizer_start:.0f} s)")
@@ -256,9 +277,10 @@ def _build_model(preset, data, resource_dir, strategy, chief_first, log):
     train, target_tokenizer = data.sample, data.target_tokenizer
     # Shared-private embeddings with `pairs: "auto"`: word pairs from eflomal
     # alignments of the training split, written to (and reused from) the run dir.
-    preset = {**preset, "model": chief_first(lambda: resolve_pairs(
-        preset["model"], train, data.source_tokenizer, target_tokenizer, resource_dir,
-        log=log))}
+    preset = {**preset, "model": init_from.inherited_model_config(
+        preset["model"], resource_dir) if train_config["init_from"] else chief_first(
+        lambda: resolve_pairs(preset["model"], train, data.source_tokenizer, target_tokenizer,
+                              resource_dir, log=log))}
     config = run_config(preset)
     with strategy.scope():  # variables mirrored on every replica
         model = build_model(config, data.source_tokenizer.vocab_size,
@@ -274,6 +296,34 @@ def _build_model(preset, data, resource_dir, strategy, chief_first, log):
         loss_keywords = training_loss(config.train)
         compile_for_translation(model, optimizer=build_optimizer(config), **loss_keywords)
     return preset, model, loss_keywords
+
+
+def _initialise(model, preset, data, strategy, resource_dir, backup_dir, chief, log):
+    """With `train.init_from`: the parent's weights (and optimizer, with
+    `train.init_optimizer`); on a fresh start the dev loss they give, logged and
+    recorded in `init_from.json`. Returns that record (`None` without `init_from`)."""
+    train_config = preset["train"]
+    if not train_config["init_from"]:
+        return None
+    features, _ = next(iter(data.dev_dataset.take(1)))
+    with strategy.scope():
+        model(features, training=False)  # builds every variable
+        init_from.load_parent_weights(model, resource_dir, preset)
+        if train_config["init_optimizer"]:
+            step = init_from.restore_optimizer(model, train_config["init_from"])
+            log(f"[init] optimizer moments and step count from the parent's backup of step "
+                f"{step}: the schedule goes on from there")
+    record_path = os.path.join(resource_dir, init_from.INIT_FILE)
+    with open(record_path, encoding="utf-8") as f:
+        record = json.load(f)
+    fresh = not tfo_backup.BackupManager(backup_dir).checkpoints()
+    if fresh and chief and "dev_loss_at_start" not in record:
+        loss = model.evaluate(data.dev_dataset, verbose=0, return_dict=True)["loss"]
+        record["dev_loss_at_start"] = round(float(loss), 6)
+        tfo_backup.write_atomically(record_path, lambda path: write_json(path, record))
+    log(f"[init] weights of {record['run_dir']} ({record['preset']}); dev loss at the "
+        f"start {record.get('dev_loss_at_start')}")
+    return record
 
 
 def _log_setup(model, preset, strategy, backup_dir, log):

@@ -37,7 +37,8 @@ class CheckpointError(RuntimeError):
     """A backup that cannot be restored: truncated, altered, or from another model."""
 
 
-def _sha256(path):
+def sha256_of_file(path):
+    """The SHA-256 hex digest of the file at `path`, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -116,7 +117,7 @@ def verify_backup(path):
             raise CheckpointError(
                 f"{file_path}: truncated or overwritten: {size} bytes, the manifest of "
                 f"step {step} says {expected['size']}")
-        if _sha256(file_path) != expected["sha256"]:
+        if sha256_of_file(file_path) != expected["sha256"]:
             raise CheckpointError(f"{file_path}: corrupted: its SHA-256 differs from the "
                                   f"manifest of step {step}")
     return manifest
@@ -182,7 +183,7 @@ class BackupManager:
                 path = os.path.join(temporary, name)
                 with open(path, "rb+") as f:
                     os.fsync(f.fileno())
-                files[name] = {"size": os.path.getsize(path), "sha256": _sha256(path)}
+                files[name] = {"size": os.path.getsize(path), "sha256": sha256_of_file(path)}
             manifest = {"format": _FORMAT, "step": int(step), "state": state, "files": files}
             with open(os.path.join(temporary, MANIFEST), "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=1)
