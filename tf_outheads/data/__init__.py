@@ -47,6 +47,9 @@ from tf_outheads.data.tokenizer import build_tokenizers
 from tf_outheads.data.tokenizer import load_tokenizers
 from tf_outheads.data.tokenizer import tokenizer_fingerprints
 from tf_outheads.data.tokenizer import train_sentencepiece
+from tf_outheads.data.vocabulary_update import merge_sentencepiece
+from tf_outheads.data.vocabulary_update import piece_map
+from tf_outheads.data.vocabulary_update import updated_model_proto
 from tf_outheads.data.word_vectors import TargetTable
 from tf_outheads.data.word_vectors import load_word_vectors
 from tf_outheads.data.word_vectors import target_embedding_table
@@ -94,6 +97,9 @@ __all__ = [
     "fingerprint_changes",
     "make_inference_dataset",
     "count_tokens",
+    "merge_sentencepiece",
+    "piece_map",
+    "updated_model_proto",
     "train_word_vectors",
     "load_word_vectors",
     "target_embedding_table",

@@ -153,6 +153,33 @@ class WordPairs:
         return cls(ids, ids, np.full(vocabulary_size, CATEGORIES.index("wf")), vocabulary_size,
                    vocabulary_size, source_tokens=tokens, target_tokens=tokens)
 
+    def remapped(self, source_map, target_map, source_tokens, target_tokens):
+        """These pairs in other vocabularies (a vocabulary update): `source_map[i]` is
+        the new id of old source id `i` (−1: dropped), `target_map` the same for the
+        target side; `source_tokens` / `target_tokens` the new vocabularies (their
+        lengths are the new sizes). Pairs with a dropped side are dropped; the others
+        keep their category and probability.
+
+        Example:
+
+        ```python
+        new_of_old = np.full(old_size, -1); new_of_old[old_ids[kept]] = kept
+        child_pairs = pairs.remapped(new_of_old, new_of_old, vocabulary, vocabulary)
+        ```
+        """
+        source_map, target_map = np.asarray(source_map), np.asarray(target_map)
+        for name, mapping, size in (("source_map", source_map, self.source_vocabulary_size),
+                                    ("target_map", target_map, self.target_vocabulary_size)):
+            if mapping.shape != (size,):
+                raise PairingError(f"`{name}` must map each of the {size} old ids. "
+                                   f"Received: shape {mapping.shape}")
+        source, target = source_map[self.source_ids], target_map[self.target_ids]
+        keep = (source >= 0) & (target >= 0)
+        return WordPairs(source[keep], target[keep], self.categories[keep],
+                         len(source_tokens), len(target_tokens),
+                         probabilities=self.probabilities[keep],
+                         source_tokens=tuple(source_tokens), target_tokens=tuple(target_tokens))
+
     def counts(self):
         """Pairs per category: `{"lm": n, "wf": n, "ur": n}` (the paper's Table 5)."""
         return {name: int(np.sum(self.categories == index))

@@ -151,6 +151,12 @@ class ContinuousOutputHead(keras.layers.Layer):
                              f"Received: label_smoothing={label_smoothing!r}")
         return VMFLoss(norm_penalty=0.02, dot_scale=0.1)
 
+    def piece_variables(self):
+        """`[(variable, axis, role)]` indexed by target piece: its target table, if it
+        has its own (see `CategoricalHead.piece_variables`)."""
+        table = getattr(self, "target_table", None)
+        return [] if table is None else [(table, 0, "rows")]
+
     def target_vectors(self):
         """The frozen unit-norm target table `(V, m)`, float32."""
         return ops.convert_to_tensor(self.target_table)

@@ -113,6 +113,14 @@ class CategoricalHead(keras.layers.Layer):
         """Per-word bias ``(V,)``, or ``None``."""
         return None
 
+    def piece_variables(self):
+        """``[(variable, axis, role)]``: this head's own variables indexed by target piece
+        along ``axis`` (``role`` ``"rows"`` or ``"output_bias"``), which a vocabulary
+        update moves row by row (`tf_outheads.models.vocabulary`). Tables the head
+        reads from elsewhere (a tied embedding) belong to their own layer."""
+        bias = self.output_bias
+        return [] if bias is None else [(bias, 0, "output_bias")]
+
     def call(self, h):
         if self.inference_quantization is not None:
             return self._cached_logits(self.project_hidden(h), self.inference_cache())
@@ -321,6 +329,9 @@ class SoftmaxHead(CategoricalHead):
     @property
     def output_bias(self):
         return self.bias
+
+    def piece_variables(self):
+        return [(self.kernel, 0, "rows")] + super().piece_variables()
 
     def get_config(self):
         config = super().get_config()

@@ -233,6 +233,12 @@ class ReWEHead(keras.layers.Layer):
         else:
             self._initial_vectors = vectors
 
+    def piece_variables(self):
+        """`[(variable, axis, role)]` indexed by target piece: its target table, if it
+        has its own (see `CategoricalHead.piece_variables`)."""
+        table = getattr(self, "target_table", None)
+        return [] if table is None else [(table, 0, "rows")]
+
     def target_vectors(self):
         """The gold-vector table `(V, m)` float32 the ReWE loss gathers e(y) from.
 

@@ -224,6 +224,57 @@ class SharedPrivateEmbedding(keras.layers.Layer):
         """`(source vectors, target vectors)` of two id tensors."""
         return self.source(source_ids), self.target(target_ids)
 
+    def set_rows(self, rows):
+        """Writes whole embedding rows into the sub-matrices they are assembled from.
+
+        Args:
+            rows: `{side: (ids, vectors)}`, `vectors` `(n, d)` the rows of `ids` in
+                the assembled table (`table(side)`). A pair's shared columns (Eq. 3)
+                become the mean of the rows given for its two sides; rows not given
+                keep their values.
+
+        A vocabulary update writes the parent's rows of the pieces it keeps
+        (`tf_outheads.models.vocabulary.transfer_weights`).
+        """
+        if not self.built:
+            self.build()
+        given = {side: {int(i): np.asarray(v) for i, v in zip(*rows[side])}
+                 for side in SIDES if side in rows}
+        order = np.argsort(self.pairs.categories, kind="stable")
+        paired = {"source": self.pairs.source_ids[order], "target": self.pairs.target_ids[order]}
+        offset = 0
+        for category, n, k in zip(CATEGORIES, self._category_sizes, self.widths):
+            shared = self.shared[category]
+            shared_rows = None if shared is None else np.array(shared.numpy())
+            private = {side: self.private[side][category] for side in SIDES}
+            private_rows = {side: None if v is None else np.array(v.numpy())
+                            for side, v in private.items()}
+            for j in range(n):
+                vectors = {side: given.get(side, {}).get(int(paired[side][offset + j]))
+                           for side in SIDES}
+                known = [v for v in vectors.values() if v is not None]
+                if known and shared_rows is not None:
+                    shared_rows[j] = np.mean([v[:k] for v in known], axis=0)
+                for side, vector in vectors.items():
+                    if vector is not None and private_rows[side] is not None:
+                        private_rows[side][j] = vector[k:]
+            for variable, values in ((shared, shared_rows),
+                                     *((private[s], private_rows[s]) for s in SIDES)):
+                if variable is not None:
+                    variable.assign(values)
+            offset += n
+        for side in SIDES:
+            unpaired = self.unpaired[side]
+            if unpaired is None or side not in given:
+                continue
+            size = getattr(self, f"{side}_vocabulary_size")
+            ids = np.setdiff1d(np.arange(size), paired[side])
+            values = np.array(unpaired.numpy())
+            for j, piece in enumerate(ids):
+                if int(piece) in given[side]:
+                    values[j] = given[side][int(piece)]
+            unpaired.assign(values)
+
     def parameter_count(self):
         """`{"parameters", "vanilla", "shared"}`: this layer's parameters, the
         two private tables it replaces (`(|V_src| + |V_tgt|)·d`), and the
