@@ -66,7 +66,7 @@ def _train(args):
     if args.corpus is not None:
         overrides["data.corpus"] = args.corpus
     for name in ("strategy", "num_gpus", "precision", "accumulation_steps", "init_from",
-                 "init_optimizer"):
+                 "init_optimizer", "update_vocab"):
         if getattr(args, name) is not None:
             overrides[f"train.{name}"] = getattr(args, name)
     from tf_outheads_zoo.presets import DEFAULT_PRESET
@@ -381,6 +381,9 @@ def build_parser():
                             "target table, a fresh optimizer (tf_outheads_zoo/init_from.py)")
     train.add_argument("--init-optimizer", action="store_true", default=None,
                        help="with --init-from: the parent's optimizer moments and step count")
+    train.add_argument("--update-vocab", choices=("merge", "replace"),
+                       help="with --init-from: the new data's pieces added to the parent's, "
+                            "or instead of them; every table moved by piece")
     train.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                        help="override a preset setting, e.g. --set model.head=softmax")
     train.set_defaults(func=_train)

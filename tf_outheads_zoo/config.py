@@ -191,6 +191,10 @@ class TrainConfig:
         "target table (tf_outheads_zoo/init_from.py); None: random initialisation")
     init_optimizer: bool = setting(False, "with init_from: the parent's optimizer moments "
                                    "and step count too (the schedule goes on)")
+    update_vocab: str | None = setting(
+        None, "with init_from: merge (the parent's pieces + the new data's) or replace (the "
+        "new data's) the pieces, every table moved by piece; None: the parent's pieces",
+        choices=("merge", "replace"))
     # tf_outheads.training.fit: distribution, precision, accumulation, backups.
     strategy: str = setting("default", "tf.distribute strategy: one device, the local "
                             "GPUs, or the workers of TF_CONFIG",

@@ -23,6 +23,18 @@ the parent's step, as a continued OpenNMT-tf checkpoint does.
 The parent's architecture is the child's: every `model` key, and the data keys that
 decide the pieces (`VOCABULARY_KEYS`), must agree; a difference is refused with the
 keys named, before anything is written.
+
+`train.update_vocab` gives the child the pieces of its new data instead
+(`tf_outheads.data.updated_model_proto`): `merge` appends the new data's SentencePiece
+pieces to the parent's (`data.vocab_size` is the new model's size before the merge),
+`replace` takes the new model's alone. The parent's tokenizer files, pairs and vectors
+then go to `RUN_DIR/parent/`, the new data's models are built in `RUN_DIR/new/`, and
+every piece-indexed table moves by piece (`tf_outheads.models.transfer_weights`): kept
+pieces keep their rows; new ones get the preset's initializer and an output bias that
+gives them no probability at the start. Shared-private pairs are the parent's pairs
+whose two pieces are kept (new pieces start unpaired); a continuous or ReWE head's
+new pieces get vectors trained on the new data and rotated into the parent's space
+(`tf_outheads.data.align_word_vectors`).
 """
 
 import json
@@ -32,7 +44,9 @@ import shutil
 import keras
 import numpy as np
 
+from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
+from tf_outheads.models.vocabulary import transfer_weights
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads_zoo.config import MODEL_TYPES, ConfigError
 from tf_outheads_zoo.runs import PRESET_FILE, RunDirectoryError, stored_preset, write_json
@@ -41,10 +55,12 @@ from tf_outheads_zoo.shared_private import PAIRS_FILE
 INIT_FILE = "init_from.json"
 INIT_MODEL = "init_model.keras"
 TARGET_VECTORS_FILE = "target_vectors.vec"
-# The data keys that decide a run's pieces: the parent's tokenizer is the child's.
+PARENT_DIR, NEW_DIR = "parent", "new"  # a vocabulary update's inputs, in the run directory
+# The data keys that decide a run's pieces: the parent's tokenizer is the child's
+# (`vocab_size` may change with train.update_vocab).
 VOCABULARY_KEYS = ("vocab_size", "joint_vocabulary", "tokenizer_type")
 # `train` keys of the initialisation itself.
-INIT_KEYS = ("init_from", "init_optimizer")
+INIT_KEYS = ("init_from", "init_optimizer", "update_vocab")
 
 
 def parent_run(parent_dir):
@@ -72,8 +88,13 @@ def check_compatible(parent, preset, parent_dir):
         ConfigError: naming every `model.*` and `data.*` key that differs, both values
             of the first ones, and the parent's directory.
     """
+    update = preset["train"].get("update_vocab")
+    if update and preset["train"].get("init_optimizer"):
+        raise ConfigError("train.update_vocab with train.init_optimizer: the parent's Adam "
+                          "moments belong to its pieces; a vocabulary update starts a fresh "
+                          "optimizer (drop --init-optimizer).")
     keys = [("model", key) for key in sorted(set(parent["model"]) | set(preset["model"]))]
-    keys += [("data", key) for key in VOCABULARY_KEYS]
+    keys += [("data", key) for key in VOCABULARY_KEYS if not (update and key == "vocab_size")]
     differ = [(section, key) for section, key in keys
               if _json(parent[section].get(key)) != _json(preset[section].get(key))]
     if differ:
@@ -90,11 +111,12 @@ def _json(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def inherit(parent_dir, run_dir, log=print):
-    """Copies what the child inherits into `run_dir` (those files it does not have yet:
+def inherit(parent_dir, run_dir, update_vocab=None, log=print):
+    """Copies what the child inherits into `run_dir` (with `update_vocab`, the
+    tokenizer files, pairs and vectors into `run_dir/parent/`; files it has are kept:
     a resumed child keeps its own) and writes `init_from.json` once; returns its record."""
     parent_dir = os.path.abspath(parent_dir)
-    os.makedirs(run_dir, exist_ok=True)
+    os.makedirs(os.path.join(run_dir, PARENT_DIR) if update_vocab else run_dir, exist_ok=True)
     with open(os.path.join(parent_dir, TOKENIZER_FILE), encoding="utf-8") as f:
         tokenizer = json.load(f)
     names = {TOKENIZER_FILE, tokenizer["source_model"], tokenizer["target_model"], PAIRS_FILE,
@@ -102,7 +124,8 @@ def inherit(parent_dir, run_dir, log=print):
     names |= {os.path.splitext(name)[0] + ".vocab" for name in names if name.endswith(".model")}
     copied = []
     for name in sorted(names):
-        source, target = os.path.join(parent_dir, name), os.path.join(run_dir, name)
+        source = os.path.join(parent_dir, name)
+        target = os.path.join(run_dir, PARENT_DIR if update_vocab else "", name)
         if os.path.exists(source) and not os.path.exists(target):
             tfo_backup.write_atomically(target, lambda path, s=source: shutil.copyfile(s, path))
             copied.append(name)
@@ -122,6 +145,7 @@ def inherit(parent_dir, run_dir, log=print):
         with open(results, encoding="utf-8") as f:
             steps = json.load(f).get("steps")
     record = {"run_dir": parent_dir, "preset": parent.get("name"), "steps": steps,
+              "update_vocab": update_vocab,
               "model_sha256": tfo_backup.sha256_of_file(model), "inherited": copied}
     tfo_backup.write_atomically(record_path, lambda path: write_json(path, record))
     log(f"[init] from {parent_dir} ({parent.get('name')}, {steps} steps): "
@@ -129,38 +153,111 @@ def inherit(parent_dir, run_dir, log=print):
     return record
 
 
-def inherited_model_config(model_config, run_dir):
+def updated_tokenizers(data_config, train, run_dir, seed, mode, log=print):
+    """The child's tokenizers with `train.update_vocab` `mode`: the new data's
+    SentencePiece models (built in `run_dir/new/`) merged with, or replacing, the
+    parent's (`run_dir/parent/`), written to `run_dir` once and loaded from there after."""
+    if os.path.exists(os.path.join(run_dir, TOKENIZER_FILE)):
+        return tfo_data.load_tokenizers(run_dir)
+    parents = tfo_data.load_tokenizers(os.path.join(run_dir, PARENT_DIR))
+    news = tfo_data.build_tokenizers(
+        train.sources, train.targets, os.path.join(run_dir, NEW_DIR),
+        vocab_size=data_config["vocab_size"], joint=data_config["joint_vocabulary"],
+        model_type=data_config["tokenizer_type"], seed=seed)
+    joint = data_config["joint_vocabulary"]
+    names = (("spm_joint.model",) * 2 if joint else ("spm_source.model", "spm_target.model"))
+    record = {"format": 1, "update_vocab": mode, "source_model": names[0],
+              "target_model": names[1]}
+    for side, name, parent, new in zip(("source", "target"), names, parents, news):
+        proto = tfo_data.updated_model_proto(mode, parent.model_proto, new.model_proto)
+        tfo_backup.write_atomically(os.path.join(run_dir, name),
+                                    lambda path, proto=proto: open(path, "wb").write(proto))
+        tokenizer = tfo_data.SubwordTokenizer.from_bytes(proto)
+        record[f"{side}_model_fingerprint"] = tokenizer.fingerprint
+        kept = int((tfo_data.piece_map(parent, tokenizer) >= 0).sum())
+        log(f"[init] {side} pieces ({mode}): {parent.vocab_size} in the parent, "
+            f"{new.vocab_size} in the new data's model, {tokenizer.vocab_size} now "
+            f"({kept} kept, {tokenizer.vocab_size - kept} new)")
+    tfo_backup.write_atomically(os.path.join(run_dir, TOKENIZER_FILE),
+                                lambda path: write_json(path, record))
+    return tfo_data.load_tokenizers(run_dir)
+
+
+def piece_maps(run_dir, source_tokenizer, target_tokenizer):
+    """`(source_map, target_map)`: each child piece's parent id (−1: new), or
+    `(None, None)` when the child has its parent's pieces."""
+    parent_dir = os.path.join(run_dir, PARENT_DIR)
+    if not os.path.exists(os.path.join(parent_dir, TOKENIZER_FILE)):
+        return None, None
+    parents = tfo_data.load_tokenizers(parent_dir)
+    return tuple(tfo_data.piece_map(parent, child) for parent, child in
+                 zip(parents, (source_tokenizer, target_tokenizer)))
+
+
+def inherited_model_config(model_config, run_dir, maps=(None, None), tokenizers=None):
     """`model_config` with shared-private `pairs: auto` read from the inherited
-    `word_pairs.tsv` (the parent's pairs, not pairs of the child's new data)."""
+    `word_pairs.tsv` (the parent's pairs, not pairs of the child's new data); after a
+    vocabulary update (`maps`, `tokenizers`), the parent's pairs whose two pieces are
+    kept, in the child's ids."""
     spec = model_config.get("shared_private")
     if not isinstance(spec, dict) or spec.get("pairs") != "auto":
         return model_config
     spec = {key: value for key, value in spec.items() if key != "threshold"}
-    return {**model_config, "shared_private": {**spec,
-                                                "pairs": os.path.join(run_dir, PAIRS_FILE)}}
+    path = os.path.join(run_dir, PAIRS_FILE)
+    if maps[0] is not None and not os.path.exists(path):
+        pairs = tfo_data.WordPairs.load(os.path.join(run_dir, PARENT_DIR, PAIRS_FILE))
+        inverse = []
+        for mapping, size in zip(maps, (pairs.source_vocabulary_size,
+                                        pairs.target_vocabulary_size)):
+            new_of_old = np.full(size, -1)
+            new_of_old[mapping[mapping >= 0]] = np.flatnonzero(mapping >= 0)
+            inverse.append(new_of_old)
+        pairs.remapped(*inverse, *(t.vocabulary() for t in tokenizers)).save(path)
+    return {**model_config, "shared_private": {**spec, "pairs": path}}
 
 
-def load_parent_weights(model, run_dir, preset):
-    """Sets every variable of the built `model` to its value in `run_dir/init_model.keras`.
+def aligned_target_vectors(data_config, train, target_tokenizer, run_dir, seed, log=print):
+    """After a vocabulary update, `run_dir/target_vectors.vec` for a continuous or ReWE
+    head: the parent's vectors, and vectors trained on the new data for the pieces the
+    parent had none for, rotated into the parent's space. Nothing to do without the
+    parent's trained vectors (`data.target_vectors.path` given: the user's file)."""
+    from tf_outheads_zoo.schema import TARGET_VECTOR_DEFAULTS
+
+    options = {**TARGET_VECTOR_DEFAULTS, **(data_config.get("target_vectors") or {})}
+    parent_vectors = os.path.join(run_dir, PARENT_DIR, TARGET_VECTORS_FILE)
+    path = os.path.join(run_dir, TARGET_VECTORS_FILE)
+    if options["path"] or os.path.exists(path) or not os.path.exists(parent_vectors):
+        return
+    new_vectors = os.path.join(run_dir, NEW_DIR, TARGET_VECTORS_FILE)
+    if not os.path.exists(new_vectors):
+        tfo_data.train_word_vectors(
+            train.targets, target_tokenizer, new_vectors, dim=options["dim"],
+            epochs=options["epochs"], seed=seed, model=options["model"],
+            eos_token=(target_tokenizer.id_to_piece(tfo_data.EOS_ID)
+                       if options["eos"] == "file" else None))
+    words, vectors, report = tfo_data.align_word_vectors(
+        *tfo_data.load_word_vectors(parent_vectors), *tfo_data.load_word_vectors(new_vectors))
+    tfo_data.write_word_vectors(path, words, vectors)
+    log(f"[init] target vectors: the parent's, and {report['added']} of the new data's "
+        f"rotated into their space (fitted on {report['shared']} shared pieces, mean "
+        f"cosine {report['cosine']})")
+
+
+def load_parent_weights(model, run_dir, preset, maps=(None, None)):
+    """Sets the built `model`'s variables from `run_dir/init_model.keras`, moving
+    piece-indexed rows by `maps` (`piece_maps`) after a vocabulary update; returns
+    `transfer_weights`' report.
 
     Raises:
-        ConfigError: naming the first variable whose shape differs, or the counts.
+        ConfigError: naming the variable or table that does not fit.
     """
     MODEL_TYPES[preset["model"]["model_type"]].model_class()  # registers the class
     path = os.path.join(run_dir, INIT_MODEL)
     parent = keras.saving.load_model(path, compile=False, safe_mode=True)
-    theirs, ours = parent.variables, model.variables
-    if len(theirs) != len(ours):
-        raise ConfigError(f"{path}: {len(theirs)} variables, this run's model "
-                          f"{len(ours)}: not the same architecture.")
-    for mine, saved in zip(ours, theirs):
-        if tuple(mine.shape) != tuple(saved.shape):
-            raise ConfigError(f"{path}: variable {saved.path} has shape {tuple(saved.shape)}, "
-                              f"this run's {mine.path} {tuple(mine.shape)}: not the same "
-                              "architecture or vocabulary.")
-    for mine, saved in zip(ours, theirs):
-        mine.assign(np.asarray(saved.numpy()))
-    del parent
+    try:
+        return transfer_weights(parent, model, *maps)
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
 
 
 def restore_optimizer(model, parent_dir):

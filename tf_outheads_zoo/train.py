@@ -40,6 +40,7 @@ from tf_outheads_zoo.components import (  # noqa: F401
     training_loss,
 )
 from tf_outheads_zoo import init_from
+from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.curves import LossCurves
 from tf_outheads_zoo.presets import DEFAULT_PRESET
 from tf_outheads_zoo.runs import (  # noqa: F401
@@ -121,6 +122,11 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
                                          parent=parent)
     check_components(preset)  # every registered name it gives, before anything is written
     parent_dir = preset["train"]["init_from"]
+    for key in ("init_optimizer", "update_vocab"):
+        if preset["train"][key] and not parent_dir:
+            raise ConfigError(f"train.{key} applies to a run started from another: give "
+                              f"train.init_from (--init-from RUN). Received: train.{key}="
+                              f"{preset['train'][key]!r}")
     if parent_dir:
         init_from.check_compatible(init_from.parent_run(parent_dir), preset, parent_dir)
     check_data_files(preset["data"], run_dir)
@@ -153,7 +159,8 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
             tfo_backup.write_atomically(os.path.join(run_dir, DATA_FILES),
                                         lambda path: write_json(path, fingerprints))
             if parent_dir:
-                init_from.inherit(parent_dir, run_dir, log=log)
+                init_from.inherit(parent_dir, run_dir, preset["train"]["update_vocab"],
+                                  log=log)
         previous_policy = keras.config.dtype_policy().name
         tfo_strategy.set_precision(train_config["precision"])
         try:
@@ -231,16 +238,20 @@ def _prepare_data(preset, resource_dir, strategy, chief_first, log):
     # cleaned training pairs, or a seeded sample of them (data.tokenizer_sample).
     train = training_data.sample
     tokenizer_start = time.time()
-    inherited = preset["train"]["init_from"]  # the parent's pieces, copied to resource_dir
-    source_tokenizer, target_tokenizer = chief_first(lambda: tfo_data.load_tokenizers(
-        resource_dir) if inherited else tfo_data.build_tokenizers(
-        train.sources, train.targets, resource_dir,
-        vocab_size=data_config["vocab_size"],
-        joint=data_config["joint_vocabulary"],
-        model_type=data_config["tokenizer_type"],
-        seed=tokenizer_seed(preset),
-    ))
-    log(f"[data] tokenizer: {'inherited, ' if inherited else ''}"
+    # train.init_from: the parent's pieces (copied to resource_dir), or updated ones.
+    inherited, update = preset["train"]["init_from"], preset["train"]["update_vocab"]
+    if inherited and update:
+        build = functools.partial(init_from.updated_tokenizers, data_config, train,
+                                  resource_dir, tokenizer_seed(preset), update, log=log)
+    elif inherited:
+        build = functools.partial(tfo_data.load_tokenizers, resource_dir)
+    else:
+        build = functools.partial(
+            tfo_data.build_tokenizers, train.sources, train.targets, resource_dir,
+            vocab_size=data_config["vocab_size"], joint=data_config["joint_vocabulary"],
+            model_type=data_config["tokenizer_type"], seed=tokenizer_seed(preset))
+    source_tokenizer, target_tokenizer = chief_first(build)
+    log(f"[data] tokenizer: {'updated, ' if update else 'inherited, ' if inherited else ''}"
         f"{data_config['tokenizer_type']} "
         f"{'joint' if data_config['joint_vocabulary'] else 'separate'}, "
         f"vocab source {source_tokenizer.vocab_size} / target {target_tokenizer.vocab_size} "
@@ -277,10 +288,16 @@ def _build_model(preset, data, resource_dir, strategy, chief_first, log):
     train, target_tokenizer = data.sample, data.target_tokenizer
     # Shared-private embeddings with `pairs: "auto"`: word pairs from eflomal
     # alignments of the training split, written to (and reused from) the run dir.
-    preset = {**preset, "model": init_from.inherited_model_config(
-        preset["model"], resource_dir) if train_config["init_from"] else chief_first(
-        lambda: resolve_pairs(preset["model"], train, data.source_tokenizer, target_tokenizer,
-                              resource_dir, log=log))}
+    # A run initialised from another: its parent's pairs (moved to the new pieces).
+    tokenizers = (data.source_tokenizer, target_tokenizer)
+    if train_config["init_from"] and (preset["model"].get("shared_private") or {}).get(
+            "pairs") == "auto":
+        maps = init_from.piece_maps(resource_dir, *tokenizers)
+        preset = {**preset, "model": chief_first(lambda: init_from.inherited_model_config(
+            preset["model"], resource_dir, maps, tokenizers))}
+    else:
+        preset = {**preset, "model": chief_first(lambda: resolve_pairs(
+            preset["model"], train, *tokenizers, resource_dir, log=log))}
     config = run_config(preset)
     with strategy.scope():  # variables mirrored on every replica
         model = build_model(config, data.source_tokenizer.vocab_size,
@@ -288,6 +305,10 @@ def _build_model(preset, data, resource_dir, strategy, chief_first, log):
         # A continuous head, a ReWE head regressing pretrained vectors: one FastText table.
         readers = model.target_vector_layers()
         if readers:
+            if train_config["update_vocab"]:  # new pieces' vectors in the parent's space
+                chief_first(lambda: init_from.aligned_target_vectors(
+                    data_config, train, target_tokenizer, resource_dir, train_config["seed"],
+                    log=log))
             table = chief_first(lambda: prepare_target_vectors(
                 data_config, train, target_tokenizer, resource_dir, train_config["seed"],
                 log=log))
@@ -308,7 +329,9 @@ def _initialise(model, preset, data, strategy, resource_dir, backup_dir, chief, 
     features, _ = next(iter(data.dev_dataset.take(1)))
     with strategy.scope():
         model(features, training=False)  # builds every variable
-        init_from.load_parent_weights(model, resource_dir, preset)
+        maps = init_from.piece_maps(resource_dir, data.source_tokenizer,
+                                    data.target_tokenizer)
+        report = init_from.load_parent_weights(model, resource_dir, preset, maps)
         if train_config["init_optimizer"]:
             step = init_from.restore_optimizer(model, train_config["init_from"])
             log(f"[init] optimizer moments and step count from the parent's backup of step "
@@ -320,6 +343,7 @@ def _initialise(model, preset, data, strategy, resource_dir, backup_dir, chief, 
     if fresh and chief and "dev_loss_at_start" not in record:
         loss = model.evaluate(data.dev_dataset, verbose=0, return_dict=True)["loss"]
         record["dev_loss_at_start"] = round(float(loss), 6)
+        record["kept_rows"] = report["tables"]  # per piece-indexed table
         tfo_backup.write_atomically(record_path, lambda path: write_json(path, record))
     log(f"[init] weights of {record['run_dir']} ({record['preset']}); dev loss at the "
         f"start {record.get('dev_loss_at_start')}")

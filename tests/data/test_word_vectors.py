@@ -505,3 +505,33 @@ def test_eos_token_must_be_one_word(bible_slice, bible_tokenizer, tmp_path):
     with pytest.raises(ValueError, match=r"`eos_token` must be"):
         train_word_vectors(bible_slice.targets[:10], bible_tokenizer, tmp_path / "x.vec",
                            eos_token="end of line")
+
+
+def test_aligned_vectors_undo_a_rotation_and_place_the_new_words():
+    from tf_outheads.data import align_word_vectors
+
+    rng = np.random.default_rng(0)
+    reference = rng.normal(size=(40, 6))
+    rotation, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    words = [f"w{i}" for i in range(40)]
+    # The other training: 30 of the reference's words and 5 of its own, rotated.
+    extra = rng.normal(size=(5, 6))
+    other_words = words[10:] + [f"new{i}" for i in range(5)]
+    other = np.concatenate([reference[10:], extra]) @ rotation.T
+    out_words, out_vectors, report = align_word_vectors(words, reference, other_words, other)
+    assert out_words == words + [f"new{i}" for i in range(5)]
+    np.testing.assert_allclose(out_vectors[:40], reference, atol=1e-5)
+    np.testing.assert_allclose(out_vectors[40:], extra, atol=1e-4)  # the rotation undone
+    assert report == {"shared": 30, "added": 5, "cosine": 1.0}
+    with pytest.raises(ValueError, match="Only 2 words are in both"):
+        align_word_vectors(words[:2], reference[:2], words[:2], reference[:2])
+
+
+def test_written_word_vectors_read_back(tmp_path):
+    from tf_outheads.data import write_word_vectors
+
+    vectors = np.random.default_rng(1).normal(size=(3, 4)).astype(np.float32)
+    write_word_vectors(tmp_path / "v.vec", ["a", "▁b", "c"], vectors)
+    words, read = load_word_vectors(str(tmp_path / "v.vec"))
+    assert words == ["a", "▁b", "c"]
+    np.testing.assert_array_equal(read, vectors)

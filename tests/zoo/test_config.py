@@ -48,7 +48,8 @@ _ADDED_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
               "train.max_skipped_share": 0.05, "train.max_loss": 1e6,
               "data.shuffle_indices": True, "decode.eos_bias": 0.0,
               "decode.block_repeats": False, "data.subword_sampling": None,
-              "train.init_from": None, "train.init_optimizer": False}
+              "train.init_from": None, "train.init_optimizer": False,
+              "train.update_vocab": None}
 # Settings changed on purpose since, by measurement: lstm-cpu-vmf's target table
 # (issue 41, benchmarks/docs/vmf.md: centred, top 3 components removed, </s> = -e(".")).
 CHANGED = {"lstm-cpu-vmf": {"data.target_vectors": {

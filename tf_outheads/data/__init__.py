@@ -51,6 +51,8 @@ from tf_outheads.data.vocabulary_update import merge_sentencepiece
 from tf_outheads.data.vocabulary_update import piece_map
 from tf_outheads.data.vocabulary_update import updated_model_proto
 from tf_outheads.data.word_vectors import TargetTable
+from tf_outheads.data.word_vectors import align_word_vectors
+from tf_outheads.data.word_vectors import write_word_vectors
 from tf_outheads.data.word_vectors import load_word_vectors
 from tf_outheads.data.word_vectors import target_embedding_table
 from tf_outheads.data.word_vectors import train_word_vectors
@@ -101,6 +103,8 @@ __all__ = [
     "piece_map",
     "updated_model_proto",
     "train_word_vectors",
+    "align_word_vectors",
+    "write_word_vectors",
     "load_word_vectors",
     "target_embedding_table",
     "TargetTable",

@@ -40,6 +40,8 @@ __all__ = [
     "train_word_vectors",
     "load_word_vectors",
     "target_embedding_table",
+    "align_word_vectors",
+    "write_word_vectors",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,6 +89,59 @@ def _write_vec(path, words, vectors):
         for word, vector in zip(words, vectors.astype(np.float32, copy=False)):
             stream.write(_format_row(word, vector))
     os.replace(temporary_path, path)
+
+
+def write_word_vectors(path, words, vectors):
+    """Writes `words` and their `vectors` `(n, m)` as a word2vec text file (`.vec`),
+    atomically; :func:`load_word_vectors` reads it back to identical float32 arrays."""
+    _write_vec(os.fspath(path), list(words), np.asarray(vectors, np.float32))
+
+
+def align_word_vectors(reference_words, reference_vectors, words, vectors):
+    """Vectors of two trainings in one space: `reference` as it is, the others rotated.
+
+    Two skip-gram trainings (a parent's data and a child's, in a vocabulary update)
+    give vectors in unrelated spaces. The orthogonal map `W` that best sends the
+    second training's vectors of the words both have onto the reference's
+    (orthogonal Procrustes: `W = U Vᵀ` from the SVD `Xᵀ Y = U S Vᵀ`; Smith et al. 2017
+    map word vectors between spaces so) puts the words only the second has into the
+    reference's space.
+
+    Args:
+        reference_words, reference_vectors: the reference (kept as they are).
+        words, vectors: the other training, `(n, m)` with the reference's `m`.
+
+    Returns:
+        `(words, vectors, report)`: the reference's words and vectors, then the words
+        only the other training has, rotated; `report` `{"shared", "added",
+        "cosine"}`: the words used to fit the map, those added, and the mean cosine of
+        the shared words' rotated vectors to their reference vectors (1 is a perfect fit).
+
+    Raises:
+        ValueError: if the dimensions differ or fewer than `m` words are shared.
+    """
+    reference_vectors, vectors = (np.asarray(reference_vectors, np.float64),
+                                  np.asarray(vectors, np.float64))
+    if reference_vectors.shape[1] != vectors.shape[1]:
+        raise ValueError("Aligned vectors need one dimension. Received: "
+                         f"{reference_vectors.shape[1]} and {vectors.shape[1]}")
+    index = {word: i for i, word in enumerate(reference_words)}
+    shared = [(index[word], i) for i, word in enumerate(words) if word in index]
+    if len(shared) < vectors.shape[1]:
+        raise ValueError(f"Only {len(shared)} words are in both trainings; aligning "
+                         f"{vectors.shape[1]}-dimensional vectors needs at least as many.")
+    target, source = (reference_vectors[[r for r, _ in shared]],
+                      vectors[[o for _, o in shared]])
+    u, _, vt = np.linalg.svd(source.T @ target)
+    rotation = u @ vt
+    mapped = source @ rotation
+    cosine = np.mean(np.sum(mapped * target, axis=1) / np.maximum(
+        np.linalg.norm(mapped, axis=1) * np.linalg.norm(target, axis=1), 1e-12))
+    added = [i for i, word in enumerate(words) if word not in index]
+    out_words = list(reference_words) + [words[i] for i in added]
+    out_vectors = np.concatenate([reference_vectors, vectors[added] @ rotation])
+    return out_words, out_vectors.astype(np.float32), {
+        "shared": len(shared), "added": len(added), "cosine": round(float(cosine), 4)}
 
 
 def train_word_vectors(
