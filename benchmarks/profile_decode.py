@@ -1,0 +1,174 @@
+"""Where greedy decoding's time goes: a per-op profile of `Translator` passes.
+
+One warm-up pass of greedy `Translator` decoding over the first `--sentences` dev
+sentences, one timed pass, then one pass under TensorFlow's profiler
+(`tf.profiler.experimental`); the trace's op events on the executor threads
+(`tf_Compute`) are summed:
+
+- by kind of op (`CATEGORIES`: dense products, attention products, the key/value
+  cache's concatenations, the output's softmax and arg-max, element-wise ops, ...),
+  inside the decoding loop (`while/`) or outside it (encoder, tokenization);
+- per decoding step (the loop's iterations, counted by its `ArgMax` or `LogSoftmax`)
+  and per call;
+- the executor's own time: its `ExecutorState::Process` events enclose the kernels,
+  so what they hold beyond them is the cost of running ops one by one.
+
+    python benchmarks/profile_decode.py --quick                              # smoke test
+    python benchmarks/profile_decode.py --run-dir runs/transformer-cpu --sentences 640
+
+Model as in `benchmarks/decode.py` (`--run-dir`, or an untrained `--preset`). The
+profiled pass is slower than the timed one (the profiler's own cost); the shares, not
+the absolute times, are the result. Results go to `--output` (JSON, default
+benchmarks/results/profile_decode.json).
+"""
+
+import collections
+import glob
+import re
+import tempfile
+import time
+
+from common import (  # benchmarks/ is the script's folder
+    add_run_or_preset_arguments, benchmark_parser, machine_info, parse_benchmark_args,
+    start, write_record,
+)
+
+QUICK = {"preset": "lstm-tiny", "vocab_size": 500, "tokenizer_sentences": 2000,
+         "sentences": 16, "batch_size": 8}
+# Op types by kind; the first pattern that matches a type names its kind.
+CATEGORIES = (
+    ("dense products", r"MatMul$|FusedMatMul|^MatMul|Tensordot"),
+    ("attention products", r"BatchMatMul"),
+    ("cache concatenation", r"^ConcatV2$"),
+    ("softmax, arg-max, reductions", r"Softmax|^ArgMax$|^Max$|^Sum$|^Mean$|^Exp$"),
+    ("gathers and scatters", r"Gather|Scatter"),
+    ("element-wise", r"^(Mul|AddV2|Add|Sub|RealDiv|SquaredDifference|SelectV2|Rsqrt|Relu|"
+                     r"BiasAdd|Cos|Sin|Sqrt|Neg|Tanh|Sigmoid|Maximum|Minimum|Cast|Less|"
+                     r"Greater|LogicalAnd|LogicalOr|Equal|NotEqual|AddN)$"),
+    ("tokenization", r"Sentencepiece"),
+)
+EXECUTOR = "ExecutorState::Process"
+NESTED = ("ParallelFor",)  # a kernel's own worker calls, inside its event
+
+
+def parse_args(argv=None):
+    parser = benchmark_parser(__doc__, QUICK)
+    add_run_or_preset_arguments(parser, "transformer-cpu")
+    return parse_benchmark_args(parser, argv, "profile_decode", QUICK,
+                                positive=("sentences", "batch_size"))
+
+
+ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
+
+import tensorflow as tf  # noqa: E402
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
+
+from decode import load_model  # noqa: E402
+from tf_outheads.decoding import Translator  # noqa: E402
+from tf_outheads_zoo.splits import read_split  # noqa: E402
+
+
+def category(op_type):
+    for name, pattern in CATEGORIES:
+        if re.search(pattern, op_type):
+            return name
+    return "other"
+
+
+def op_events(log_dir):
+    """`[(op name, op type, seconds)]` of the executor threads' events in the trace."""
+    paths = sorted(glob.glob(f"{log_dir}/**/*.xplane.pb", recursive=True))
+    space = xplane_pb2.XSpace()
+    with open(paths[-1], "rb") as f:
+        space.ParseFromString(f.read())
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    events = []
+    for line in plane.lines:
+        if not line.name.startswith("tf_Compute"):
+            continue
+        for event in line.events:
+            name = plane.event_metadata[event.metadata_id].name
+            # A kernel is "op name:op type"; the executor's own events are not.
+            op_name, _, op_type = name.rpartition(":")
+            if "::" in name or not op_name:
+                op_name = op_type = name
+            events.append((op_name, op_type, event.duration_ps * 1e-12))
+    return events
+
+
+def summarize(events):
+    """The table rows and totals of `op_events`."""
+    steps = max(sum(1 for name, op_type, _ in events
+                    if op_type == counted and name.startswith("while/"))
+                for counted in ("ArgMax", "LogSoftmax"))  # once a greedy step
+    executor = sum(s for _, op_type, s in events if op_type == EXECUTOR)
+    kernels = [(n, t, s) for n, t, s in events if t not in (EXECUTOR,) + NESTED]
+    rows = collections.defaultdict(lambda: {"seconds": 0.0, "calls": 0})
+    for name, op_type, seconds in kernels:
+        where = "loop" if name.startswith("while/") else "outside"
+        row = rows[(where, category(op_type))]
+        row["seconds"] += seconds
+        row["calls"] += 1
+    kernel_seconds = sum(s for _, _, s in kernels)
+    table = [{"where": where, "kind": kind, **row,
+              "us_per_step": row["seconds"] / max(steps, 1) * 1e6 if where == "loop" else None,
+              "calls_per_step": row["calls"] / max(steps, 1) if where == "loop" else None,
+              "share": row["seconds"] / max(executor, 1e-12)}
+             for (where, kind), row in sorted(rows.items(), key=lambda x: -x[1]["seconds"])]
+    top = collections.Counter()
+    for name, op_type, seconds in kernels:
+        top[f"{re.sub(r'_[0-9]+', '', name)}:{op_type}"] += seconds
+    return {"steps": steps, "executor_seconds": executor, "kernel_seconds": kernel_seconds,
+            "executor_overhead_seconds": executor - kernel_seconds,
+            "loop_calls_per_step": sum(r["calls"] for (w, _), r in rows.items()
+                                       if w == "loop") / max(steps, 1),
+            "table": table,
+            "top_ops": [{"op": op, "seconds": s} for op, s in top.most_common(15)]}
+
+
+def main(args):
+    started = time.perf_counter()
+    info = machine_info()
+    model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
+    split = read_split(preset["data"], "dev", log=lambda *_: None)
+    sentences = split.sources[:args.sentences]
+    options = {key: preset["decode"][key] for key in ("max_length_ratio", "max_length_offset")
+               if key in preset["decode"]}
+    translator = Translator(model, source_tokenizer, target_tokenizer,
+                            batch_size=args.batch_size, **options)
+    translator.translate(sentences)  # tracing
+    began = time.perf_counter()
+    translator.translate(sentences)
+    wall = time.perf_counter() - began
+    log_dir = tempfile.mkdtemp(prefix="profile-decode-")
+    tf.profiler.experimental.start(log_dir, options=tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=3))  # every op, the inexpensive ones run inline included
+    began = time.perf_counter()
+    translator.translate(sentences)
+    profiled_wall = time.perf_counter() - began
+    tf.profiler.experimental.stop()
+    summary = summarize(op_events(log_dir))
+    steps = summary["steps"]
+    print(f"\ngreedy Translator, {len(sentences)} dev sentences, batches of "
+          f"{args.batch_size} ({description}): {wall:.3f} s a pass ({profiled_wall:.3f} s "
+          f"profiled), {steps} decoding steps, {wall / max(steps, 1) * 1e3:.2f} ms a step")
+    print(f"executor threads busy {summary['executor_seconds']:.3f} s: kernels "
+          f"{summary['kernel_seconds']:.3f} s, running them one by one "
+          f"{summary['executor_overhead_seconds']:.3f} s; "
+          f"{summary['loop_calls_per_step']:.0f} kernels a step")
+    print(f"{'where':<8}{'kind':<32}{'ms':>9}{'µs/step':>10}{'calls/step':>12}{'share':>8}")
+    for row in summary["table"]:
+        per_step = (f"{row['us_per_step']:>10.0f}{row['calls_per_step']:>12.1f}"
+                    if row["where"] == "loop" else f"{'':>10}{'':>12}")
+        print(f"{row['where']:<8}{row['kind']:<32}{row['seconds'] * 1e3:>9.1f}{per_step}"
+              f"{row['share']:>8.1%}")
+    print("\nthe most expensive ops (seconds over the pass)")
+    for row in summary["top_ops"][:10]:
+        print(f"  {row['seconds']:.3f}  {row['op']}")
+    return write_record("profile_decode", args, info, started, {
+        "model": description, "sentences": len(sentences), "wall_seconds": wall,
+        "profiled_wall_seconds": profiled_wall, **summary})
+
+
+if __name__ == "__main__":
+    main(ARGS)
