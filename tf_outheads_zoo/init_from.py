@@ -116,6 +116,10 @@ def inherit(parent_dir, run_dir, update_vocab=None, log=print):
     tokenizer files, pairs and vectors into `run_dir/parent/`; files it has are kept:
     a resumed child keeps its own) and writes `init_from.json` once; returns its record."""
     parent_dir = os.path.abspath(parent_dir)
+    record_path = os.path.join(run_dir, INIT_FILE)
+    if os.path.exists(record_path):  # written last: every copy is there
+        with open(record_path, encoding="utf-8") as f:
+            return json.load(f)
     os.makedirs(os.path.join(run_dir, PARENT_DIR) if update_vocab else run_dir, exist_ok=True)
     with open(os.path.join(parent_dir, TOKENIZER_FILE), encoding="utf-8") as f:
         tokenizer = json.load(f)
@@ -134,10 +138,6 @@ def inherit(parent_dir, run_dir, update_vocab=None, log=print):
         tfo_backup.write_atomically(model, lambda path: shutil.copyfile(
             os.path.join(parent_dir, "model.keras"), path))
         copied.append(f"model.keras → {INIT_MODEL}")
-    record_path = os.path.join(run_dir, INIT_FILE)
-    if os.path.exists(record_path):
-        with open(record_path, encoding="utf-8") as f:
-            return json.load(f)
     parent = stored_preset(parent_dir)
     results = os.path.join(parent_dir, "results.json")
     steps = None

@@ -113,8 +113,10 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     start = time.time()
     overrides = dict(overrides or {})
     parent = None
-    if overrides.get("train.init_from"):  # a new run starts from its parent's settings
+    if overrides.get("train.init_from"):
         overrides["train.init_from"] = os.path.abspath(overrides["train.init_from"])
+    if overrides.get("train.init_from") and not os.path.exists(
+            os.path.join(run_dir, PRESET_FILE)):  # a new run starts from its parent's settings
         parent = init_from.parent_run(overrides["train.init_from"])
         parent = {**parent, "train": {k: v for k, v in parent["train"].items()
                                       if k not in init_from.INIT_KEYS}}
@@ -127,7 +129,8 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
             raise ConfigError(f"train.{key} applies to a run started from another: give "
                               f"train.init_from (--init-from RUN). Received: train.{key}="
                               f"{preset['train'][key]!r}")
-    if parent_dir:
+    # Checked once, at the first start: a resume has its copies (and its stored preset).
+    if parent_dir and not os.path.exists(os.path.join(run_dir, init_from.INIT_FILE)):
         init_from.check_compatible(init_from.parent_run(parent_dir), preset, parent_dir)
     check_data_files(preset["data"], run_dir)
     train_config = preset["train"]
@@ -326,6 +329,12 @@ def _initialise(model, preset, data, strategy, resource_dir, backup_dir, chief, 
     train_config = preset["train"]
     if not train_config["init_from"]:
         return None
+    record_path = os.path.join(resource_dir, init_from.INIT_FILE)
+    with open(record_path, encoding="utf-8") as f:
+        record = json.load(f)
+    if tfo_backup.BackupManager(backup_dir).checkpoints():  # a resume: its backup has it all
+        log(f"[init] started from {record['run_dir']}; resuming from this run's own backup")
+        return record
     features, _ = next(iter(data.dev_dataset.take(1)))
     with strategy.scope():
         model(features, training=False)  # builds every variable
@@ -336,11 +345,7 @@ def _initialise(model, preset, data, strategy, resource_dir, backup_dir, chief, 
             step = init_from.restore_optimizer(model, train_config["init_from"])
             log(f"[init] optimizer moments and step count from the parent's backup of step "
                 f"{step}: the schedule goes on from there")
-    record_path = os.path.join(resource_dir, init_from.INIT_FILE)
-    with open(record_path, encoding="utf-8") as f:
-        record = json.load(f)
-    fresh = not tfo_backup.BackupManager(backup_dir).checkpoints()
-    if fresh and chief and "dev_loss_at_start" not in record:
+    if chief and "dev_loss_at_start" not in record:
         loss = model.evaluate(data.dev_dataset, verbose=0, return_dict=True)["loss"]
         record["dev_loss_at_start"] = round(float(loss), 6)
         record["kept_rows"] = report["tables"]  # per piece-indexed table

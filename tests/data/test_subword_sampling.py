@@ -164,3 +164,38 @@ def test_without_sampling_the_batches_hold_the_best_segmentation(bible_slice, un
     rows = [row for batch in dataset for row in _rows(batch)]
     assert {target for _, target in rows} == best
     assert np.all([len(r) for r in rows])
+
+
+@pytest.mark.slow  # three short trainings: ~20 s
+def test_a_preempted_training_resumes_on_the_batches_it_would_have_seen(bible_slice, unigram,
+                                                                       tmp_path):
+    # Training on sampled segmentations, stopped by SIGTERM after step 5 (its backup holds
+    # the data position) and resumed: the same losses and weights as a run never stopped.
+    import keras
+
+    from tests.training.test_trainer import _SignalAt
+    from tf_outheads import compile_for_translation, training
+    from tf_outheads_zoo.lstm import LSTMSeq2Seq
+
+    corpus = bible_slice.select(range(200))
+
+    def run(backup_dir, callbacks=()):
+        keras.utils.set_random_seed(3)
+        model = LSTMSeq2Seq(unigram.vocab_size, unigram.vocab_size, embedding_dim=8,
+                            hidden_dim=8, num_layers=1, dropout=0.0, head="tied")
+        compile_for_translation(model, learning_rate=1e-2)
+        dataset = dataset_from_corpus(corpus, unigram, unigram, batch_tokens=256, seed=3,
+                                      repeat=True, subword_sampling=SubwordSampling(8, 0.2))
+        history = training.fit(model, dataset, epochs=3, steps_per_epoch=3, verbose=0,
+                               backup_dir=backup_dir, backup_every_n_steps=4,
+                               callbacks=list(callbacks))
+        return model, history
+
+    with pytest.raises(training.TrainingPreempted):
+        run(tmp_path / "stopped", [_SignalAt(5)])
+    resumed, history = run(tmp_path / "stopped")
+    reference, expected = run(tmp_path / "reference")
+    np.testing.assert_allclose(history.history["loss"], expected.history["loss"][1:],
+                               rtol=1e-5)
+    for a, b in zip(resumed.trainable_variables, reference.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)

@@ -84,8 +84,9 @@ def test_a_tied_run_starts_from_its_parents_model(corpora, tmp_path):
     child = _train(child_dir, corpora[1], "--init-from", str(parent_dir), "--max-steps", "3")
     _check_child(parent_dir, child_dir, parent, child)
     assert json.loads((child_dir / "preset.json").read_text())["name"] == "lstm-tiny"
-    # A resumed child keeps its record and its parent's files.
-    again = _train(child_dir, corpora[1], "--init-from", str(parent_dir), "--max-steps", "4")
+    # A resumed child keeps its record and its copies: its parent may have moved.
+    parent_dir.rename(tmp_path / "moved")
+    again = _train(child_dir, corpora[1], "--max-steps", "4")
     assert again["steps"] == 4 and again["init_from"] == child["init_from"]
 
 
