@@ -103,6 +103,11 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     `run_dir` reuses the tokenizer and resumes an interrupted training from
     `backup/` at the step it reached (same next batch, same optimizer state).
 
+    `train.init_from` (a trained run directory) starts a new run from that run's
+    model, pieces, pairs and target table (`tf_outheads_zoo.init_from`; with
+    `train.update_vocab`, the new data's pieces merged in or instead); without
+    `preset_name` or a run file, the parent's settings are the base.
+
     `train.strategy` / `train.num_gpus` choose the `tf.distribute` strategy
     (`tf_outheads.training.make_strategy`), `train.precision` the dtype
     policy. In a multi-worker job (`TF_CONFIG`) every worker runs this with
