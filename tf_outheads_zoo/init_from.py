@@ -51,6 +51,7 @@ from tf_outheads.training import backup as tfo_backup
 from tf_outheads_zoo.config import MODEL_TYPES, ConfigError
 from tf_outheads_zoo.runs import PRESET_FILE, RunDirectoryError, stored_preset, write_json
 from tf_outheads_zoo.shared_private import PAIRS_FILE
+from tf_outheads_zoo.stored import INIT_KEYS, without_init_keys  # noqa: F401 (re-exported)
 
 INIT_FILE = "init_from.json"
 INIT_MODEL = "init_model.keras"
@@ -59,8 +60,6 @@ PARENT_DIR, NEW_DIR = "parent", "new"  # a vocabulary update's inputs, in the ru
 # The data keys that decide a run's pieces: the parent's tokenizer is the child's
 # (`vocab_size` may change with train.update_vocab).
 VOCABULARY_KEYS = ("vocab_size", "joint_vocabulary", "tokenizer_type")
-# `train` keys of the initialisation itself.
-INIT_KEYS = ("init_from", "init_optimizer", "update_vocab")
 
 
 def parent_run(parent_dir):

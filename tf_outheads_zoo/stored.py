@@ -38,6 +38,15 @@ def resolve_paths(data, base):
 
 
 RUN_FILE_KEYS = ("preset", "description", "imports") + SECTIONS
+# `train` keys of a run started from another (`tf_outheads_zoo.init_from`): a child's own,
+# never taken from its parent's settings.
+INIT_KEYS = ("init_from", "init_optimizer", "update_vocab")
+
+
+def without_init_keys(preset):
+    """A stored preset as a child's base settings: without its own `INIT_KEYS`."""
+    return {**preset, "train": {key: value for key, value in preset["train"].items()
+                                if key not in INIT_KEYS}}
 
 
 def _read_mapping(path):
@@ -73,16 +82,15 @@ def read_run_config(path, overrides=None):
     name = values.get("preset")
     base = os.path.dirname(os.path.abspath(path))
     train = values.get("train") if isinstance(values.get("train"), dict) else {}
-    if isinstance(train.get("init_from"), str):  # a trained run, relative to the file
-        values = {**values, "train": {**train, "init_from": os.path.normpath(
-            os.path.join(base, os.path.expanduser(train["init_from"])))}}
-    parent = values.get("train", {}).get("init_from") if train else None
-    if name is None and parent and os.path.exists(os.path.join(parent, "preset.json")):
+    parent = train.get("init_from")
+    if isinstance(parent, str):  # a trained run, relative to the run file
+        parent = os.path.normpath(os.path.join(base, os.path.expanduser(parent)))
+        values = {**values, "train": {**train, "init_from": parent}}
+    if name is None and isinstance(parent, str) and os.path.exists(
+            os.path.join(parent, "preset.json")):
         # A child run without `preset:` starts from its parent's settings.
         name, stored = read_stored_preset(os.path.join(parent, "preset.json"))
-        stored["train"] = {key: value for key, value in stored["train"].items()
-                           if key not in ("init_from", "init_optimizer")}  # its own parent's
-        config = RunConfig.from_dict(stored, path)
+        config = RunConfig.from_dict(without_init_keys(stored), path)
     elif name is None:
         config = RunConfig()
     else:

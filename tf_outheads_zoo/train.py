@@ -122,9 +122,7 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
         overrides["train.init_from"] = os.path.abspath(overrides["train.init_from"])
     if overrides.get("train.init_from") and not os.path.exists(
             os.path.join(run_dir, PRESET_FILE)):  # a new run starts from its parent's settings
-        parent = init_from.parent_run(overrides["train.init_from"])
-        parent = {**parent, "train": {k: v for k, v in parent["train"].items()
-                                      if k not in init_from.INIT_KEYS}}
+        parent = init_from.without_init_keys(init_from.parent_run(overrides["train.init_from"]))
     preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file, log=log,
                                          parent=parent)
     check_components(preset)  # every registered name it gives, before anything is written

@@ -139,7 +139,7 @@ def test_a_run_file_without_a_preset_starts_from_its_parents_settings(tmp_path):
 
     parent_dir = tmp_path / "runs" / "parent"
     parent_dir.mkdir(parents=True)
-    stored = get_preset("lstm-tiny", {"model.hidden_dim": 48, "train.init_optimizer": True,
+    stored = get_preset("lstm-tiny", {"model.hidden_dim": 48, "train.update_vocab": "merge",
                                       "train.init_from": "/elsewhere/grandparent"})
     (parent_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **stored}))
     run_file = tmp_path / "adapt.yaml"
@@ -147,9 +147,9 @@ def test_a_run_file_without_a_preset_starts_from_its_parents_settings(tmp_path):
     name, config = read_run_config(str(run_file))
     preset = config.to_dict()
     assert name == "lstm-tiny" and preset["model"]["hidden_dim"] == 48
-    # Its own parent, relative to the run file; not the parent's parent or optimizer flag.
+    # Its own parent, relative to the run file; not the parent's parent or its update.
     assert preset["train"]["init_from"] == str(parent_dir)
-    assert preset["train"]["init_optimizer"] is False and preset["train"]["max_steps"] == 50
+    assert preset["train"]["update_vocab"] is None and preset["train"]["max_steps"] == 50
 
 
 @pytest.mark.slow  # a parent and a child: ~20 s
