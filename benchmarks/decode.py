@@ -136,6 +136,19 @@ def load_model(args, log=print):
             f"untrained {args.preset} (vocabulary {source_tokenizer.vocab_size})")
 
 
+def load_model_and_split(args, split="dev"):
+    """`load_model`'s five, then the preset's `split` (a `ParallelCorpus`)."""
+    model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
+    corpus = read_split(preset["data"], split, log=lambda *_: None)
+    return model, source_tokenizer, target_tokenizer, preset, description, corpus
+
+
+def length_options(preset):
+    """The run's output length limits, as `Translator` takes them."""
+    return {key: preset["decode"][key] for key in ("max_length_ratio", "max_length_offset")
+            if key in preset["decode"]}
+
+
 def length_sorted_batches(sentences, tokenizer, batch_size):
     """Index batches as `Translator` forms them: sorted by length, `batch_size` each."""
     lengths = [len(row) for row in tokenizer.tokenize(tf.constant(sentences)).to_list()]
@@ -149,9 +162,9 @@ def length_sorted_batches(sentences, tokenizer, batch_size):
 def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentences, references,
                log=print):
     export_dir = args.export_dir or tempfile.mkdtemp(prefix="decode-bench-")
-    decode = preset["decode"]
-    options = {key: decode[key] for key in ("max_length_ratio", "max_length_offset",
-                                            "length_penalty") if key in decode}
+    options = length_options(preset)
+    if "length_penalty" in preset["decode"]:
+        options["length_penalty"] = preset["decode"]["length_penalty"]
     start = time.perf_counter()
     path = export_translator(model, source_tokenizer, target_tokenizer,
                              os.path.join(export_dir, "1"), beam_sizes=tuple(args.beam_list),
@@ -336,8 +349,8 @@ def print_tables(result):
 def main(args):
     started = time.perf_counter()
     info = machine_info()
-    model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
-    dev = read_split(preset["data"], "dev", log=lambda *_: None)
+    model, source_tokenizer, target_tokenizer, preset, description, dev = (
+        load_model_and_split(args))
     sentences = dev.sources[:args.sentences]
     args.sentences = len(sentences)
     result = {

@@ -63,9 +63,8 @@ ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet l
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
-from decode import load_model  # noqa: E402
+from decode import length_options, load_model_and_split  # noqa: E402
 from tf_outheads.decoding import Translator  # noqa: E402
-from tf_outheads_zoo.splits import read_split  # noqa: E402
 
 
 def category(op_type):
@@ -129,13 +128,11 @@ def summarize(events):
 def main(args):
     started = time.perf_counter()
     info = machine_info()
-    model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
-    split = read_split(preset["data"], "dev", log=lambda *_: None)
-    sentences = split.sources[:args.sentences]
-    options = {key: preset["decode"][key] for key in ("max_length_ratio", "max_length_offset")
-               if key in preset["decode"]}
+    model, source_tokenizer, target_tokenizer, preset, description, dev = (
+        load_model_and_split(args))
+    sentences = dev.sources[:args.sentences]
     translator = Translator(model, source_tokenizer, target_tokenizer,
-                            batch_size=args.batch_size, **options)
+                            batch_size=args.batch_size, **length_options(preset))
     translator.translate(sentences)  # tracing
     began = time.perf_counter()
     translator.translate(sentences)

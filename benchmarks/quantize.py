@@ -55,11 +55,10 @@ import keras  # noqa: E402
 import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from decode import load_model  # noqa: E402
+from decode import length_options, load_model_and_split  # noqa: E402
 from tf_outheads.decoding import Translator  # noqa: E402
 from tf_outheads.models import quantized_copy  # noqa: E402
 from tf_outheads.ops.quantize import int8_matmul, quantize_int8  # noqa: E402
-from tf_outheads_zoo.splits import read_split  # noqa: E402
 
 VARIANTS = ("float32", "int8", "int8 product", "weight-only", "onednn-u8s8")
 
@@ -125,8 +124,7 @@ def time_products(shapes, rows, repeats):
 
 
 def greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, references):
-    options = {key: preset["decode"][key] for key in ("max_length_ratio", "max_length_offset")
-               if key in preset["decode"]}
+    options = length_options(preset)
     quantized = quantized_copy(model)
     translators = {name: Translator(m, source_tokenizer, target_tokenizer,
                                     batch_size=args.batch_size, **options)
@@ -156,8 +154,8 @@ def greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, r
 def main(args):
     started = time.perf_counter()
     info = machine_info()
-    model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
-    split = read_split(preset["data"], args.split, log=lambda *_: None)
+    model, source_tokenizer, target_tokenizer, preset, description, split = (
+        load_model_and_split(args, args.split))
     sentences, references = split.sources[:args.sentences], split.targets[:args.sentences]
     shapes = step_shapes(model, target_tokenizer.vocab_size)
     products = time_products(shapes, args.batch_size, args.product_repeats)

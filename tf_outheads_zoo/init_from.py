@@ -42,7 +42,6 @@ import os
 import shutil
 
 import keras
-import numpy as np
 
 from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
@@ -170,7 +169,7 @@ def updated_tokenizers(data_config, train, run_dir, seed, mode, log=print):
     for side, name, parent, new in zip(("source", "target"), names, parents, news):
         proto = tfo_data.updated_model_proto(mode, parent.model_proto, new.model_proto)
         tfo_backup.write_atomically(os.path.join(run_dir, name),
-                                    lambda path, proto=proto: open(path, "wb").write(proto))
+                                    lambda path, proto=proto: _write_bytes(path, proto))
         tokenizer = tfo_data.SubwordTokenizer.from_bytes(proto)
         record[f"{side}_model_fingerprint"] = tokenizer.fingerprint
         kept = int((tfo_data.piece_map(parent, tokenizer) >= 0).sum())
@@ -180,6 +179,11 @@ def updated_tokenizers(data_config, train, run_dir, seed, mode, log=print):
     tfo_backup.write_atomically(os.path.join(run_dir, TOKENIZER_FILE),
                                 lambda path: write_json(path, record))
     return tfo_data.load_tokenizers(run_dir)
+
+
+def _write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def piece_maps(run_dir, source_tokenizer, target_tokenizer):
@@ -205,13 +209,7 @@ def inherited_model_config(model_config, run_dir, maps=(None, None), tokenizers=
     path = os.path.join(run_dir, PAIRS_FILE)
     if maps[0] is not None and not os.path.exists(path):
         pairs = tfo_data.WordPairs.load(os.path.join(run_dir, PARENT_DIR, PAIRS_FILE))
-        inverse = []
-        for mapping, size in zip(maps, (pairs.source_vocabulary_size,
-                                        pairs.target_vocabulary_size)):
-            new_of_old = np.full(size, -1)
-            new_of_old[mapping[mapping >= 0]] = np.flatnonzero(mapping >= 0)
-            inverse.append(new_of_old)
-        pairs.remapped(*inverse, *(t.vocabulary() for t in tokenizers)).save(path)
+        pairs.remapped(*maps, *(t.vocabulary() for t in tokenizers)).save(path)
     return {**model_config, "shared_private": {**spec, "pairs": path}}
 
 
@@ -278,5 +276,7 @@ def restore_optimizer(model, parent_dir):
     if not optimizer.built:
         optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(optimizer_variables=[v.value for v in optimizer.variables])
-    checkpoint.read(os.path.join(path, tfo_backup.PREFIX)).expect_partial()
+    # Every optimizer variable must come from the backup (its weights are not read here).
+    checkpoint.read(os.path.join(path, tfo_backup.PREFIX)).expect_partial() \
+        .assert_existing_objects_matched()
     return int(manifest["step"])

@@ -47,12 +47,7 @@ def _pairs(sizes):
 
 
 def _child_pairs(parent_pairs, maps):
-    inverse = []
-    for mapping, size in zip(maps, PARENT):
-        new_of_old = np.full(size, -1)
-        new_of_old[mapping[mapping >= 0]] = np.flatnonzero(mapping >= 0)
-        inverse.append(new_of_old)
-    return parent_pairs.remapped(*inverse, [str(i) for i in range(CHILD[0])],
+    return parent_pairs.remapped(*maps, [str(i) for i in range(CHILD[0])],
                                  [str(i) for i in range(CHILD[1])])
 
 

@@ -257,18 +257,12 @@ def make_training_dataset(
     limit = min(int(lengths[keep].max()), batch_tokens)
     sampling = SubwordSampling.from_config(subword_sampling)
     if sampling is not None:
-        dataset = tf.data.Dataset.range(len(kept_indices))
-        if shuffle:
-            dataset = dataset.shuffle(shuffle_buffer or len(kept_indices), seed=seed,
-                                      reshuffle_each_iteration=True)
-        if repeat:
-            dataset = dataset.repeat()
-        encode = _sampling_encoder(source_tokenizer, target_tokenizer, sampling, seed,
-                                   max_pieces=limit - 1)
-        dataset = dataset.enumerate().map(
-            lambda count, index: encode(count, tf.gather(kept[0], index),
-                                        tf.gather(kept[1], index)),
-            num_parallel_calls=num_parallel_calls)
+        dataset = _sampled_examples(
+            tf.data.Dataset.range(len(kept_indices)),
+            lambda index: (tf.gather(kept[0], index), tf.gather(kept[1], index)),
+            source_tokenizer, target_tokenizer, sampling, seed, limit,
+            shuffle_buffer=(shuffle_buffer or len(kept_indices)) if shuffle else None,
+            repeat=repeat, num_parallel_calls=num_parallel_calls)
         return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)
     encode = _encoder(source_tokenizer, target_tokenizer)
     if shuffle_indices:
@@ -290,34 +284,45 @@ def make_training_dataset(
     return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)
 
 
+def _example(source_ids, target_ids):
+    """A training example of one pair's piece ids (without `</s>`)."""
+    source_ids = tf.concat([source_ids, [EOS_ID]], axis=0)
+    target_in = tf.concat([[BOS_ID], target_ids], axis=0)
+    target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
+    return {"source_ids": source_ids, "target_in": target_in}, target_out
+
+
 def _encoder(source_tokenizer, target_tokenizer):
     def encode(source, target):
-        source_ids = tf.concat([source_tokenizer.tokenize(source), [EOS_ID]], axis=0)
-        target_ids = target_tokenizer.tokenize(target)
-        target_in = tf.concat([[BOS_ID], target_ids], axis=0)
-        target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
-        return {"source_ids": source_ids, "target_in": target_in}, target_out
+        return _example(source_tokenizer.tokenize(source), target_tokenizer.tokenize(target))
 
     return encode
 
 
-def _sampling_encoder(source_tokenizer, target_tokenizer, sampling, seed, max_pieces):
-    """`encode(count, source, target)`: `_encoder`'s example with both sides' pieces
-    drawn by `sampling`, seeded by `(seed, count)` (one seed split in two, a side each)."""
+def _sampled_examples(items, lookup, source_tokenizer, target_tokenizer, sampling, seed,
+                      limit, shuffle_buffer, repeat, num_parallel_calls):
+    """Examples of `items` (shuffled in `shuffle_buffer` unless `None`, repeated, then
+    counted) with pieces drawn by `sampling`: `lookup(item)` gives `(source, target)`,
+    and each example's draw is seeded by `(seed, its count)` (one seed split in two, a
+    side each), so an iterator restored at a count draws what it drew before. No side
+    is drawn longer than `limit - 1` pieces unless its best segmentation is."""
+    if shuffle_buffer is not None:
+        items = items.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        items = items.repeat()
     sample_source = sampling.sampler(source_tokenizer, "source tokenizer")
     sample_target = sampling.sampler(target_tokenizer, "target tokenizer")
+    max_pieces = limit - 1
 
-    def encode(count, source, target):
+    def encode(count, item):
+        source, target = lookup(item)
         seeds = tf.random.experimental.stateless_split(
             tf.stack([tf.constant(seed, tf.int64), tf.cast(count, tf.int64)]), 2)
-        source_ids = tf.concat([sample_source(source, seeds[0], max_pieces), [EOS_ID]],
-                               axis=0)
-        target_ids = sample_target(target, seeds[1], max_pieces)
-        target_in = tf.concat([[BOS_ID], target_ids], axis=0)
-        target_out = tf.concat([target_ids, [EOS_ID]], axis=0)
-        return {"source_ids": source_ids, "target_in": target_in}, target_out
+        return _example(sample_source(source, seeds[0], max_pieces),
+                        sample_target(target, seeds[1], max_pieces))
 
-    return encode
+    return items.enumerate().map(encode, num_parallel_calls=num_parallel_calls,
+                                 deterministic=True)
 
 
 def _example_length(features, target_out):
@@ -411,15 +416,10 @@ def batch_pairs(
     limit = batch_tokens if max_length is None else min(max_length, batch_tokens)
     sampling = SubwordSampling.from_config(subword_sampling)
     if sampling is not None:
-        if shuffle:
-            pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-        if repeat:
-            pairs = pairs.repeat()
-        encode = _sampling_encoder(source_tokenizer, target_tokenizer, sampling, seed,
-                                   max_pieces=limit - 1)
-        dataset = pairs.enumerate().map(lambda count, pair: encode(count, *pair),
-                                        num_parallel_calls=num_parallel_calls,
-                                        deterministic=True)
+        dataset = _sampled_examples(
+            pairs, lambda pair: pair, source_tokenizer, target_tokenizer, sampling, seed,
+            limit, shuffle_buffer=shuffle_buffer if shuffle else None, repeat=repeat,
+            num_parallel_calls=num_parallel_calls)
         dataset = dataset.filter(lambda features, target_out: _example_length(
             features, target_out) <= limit)
         return _bucketed(dataset, batch_tokens, limit, bucket_width, shuffle, seed)

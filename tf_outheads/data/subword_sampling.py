@@ -131,13 +131,12 @@ class SubwordSampling:
             # Up to `nbest_size` rows (fewer for a short sentence), best first.
             candidates = nbest.tokenize(tf.reshape(string, [1]))
             log_probs = tf.reduce_sum(tf.gather(scores, candidates), axis=1)
-            lengths = candidates.row_lengths()
-            allowed = tf.range(tf.shape(lengths, out_type=tf.int64)[0]) == 0
-            if max_pieces is not None:
-                allowed |= lengths <= tf.cast(max_pieces, tf.int64)
-            else:
-                allowed |= True
-            logits = tf.where(allowed, alpha * log_probs, -np.inf)
+            logits = alpha * log_probs
+            if max_pieces is not None:  # the best one always stays drawable
+                lengths = candidates.row_lengths()
+                allowed = ((tf.range(tf.size(lengths, out_type=tf.int64)) == 0)
+                           | (lengths <= tf.cast(max_pieces, tf.int64)))
+                logits = tf.where(allowed, logits, -np.inf)
             choice = tf.random.stateless_categorical(logits[tf.newaxis], 1, seed,
                                                      dtype=tf.int32)[0, 0]
             return candidates[choice]

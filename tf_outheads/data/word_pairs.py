@@ -153,27 +153,38 @@ class WordPairs:
         return cls(ids, ids, np.full(vocabulary_size, CATEGORIES.index("wf")), vocabulary_size,
                    vocabulary_size, source_tokens=tokens, target_tokens=tokens)
 
-    def remapped(self, source_map, target_map, source_tokens, target_tokens):
-        """These pairs in other vocabularies (a vocabulary update): `source_map[i]` is
-        the new id of old source id `i` (−1: dropped), `target_map` the same for the
-        target side; `source_tokens` / `target_tokens` the new vocabularies (their
-        lengths are the new sizes). Pairs with a dropped side are dropped; the others
-        keep their category and probability.
+    def remapped(self, source_ids, target_ids, source_tokens, target_tokens):
+        """These pairs in other vocabularies (a vocabulary update).
+
+        Args:
+            source_ids, target_ids: int arrays `(|V_new|,)` of each side: the old id of
+                each new piece, −1 for a piece the old vocabulary lacks
+                (`tf_outheads.data.piece_map`).
+            source_tokens, target_tokens: the new vocabularies.
+
+        Returns:
+            `WordPairs` over the new ids: the pairs whose two pieces are both kept,
+            with their categories and probabilities; the others are dropped.
 
         Example:
 
         ```python
-        new_of_old = np.full(old_size, -1); new_of_old[old_ids[kept]] = kept
-        child_pairs = pairs.remapped(new_of_old, new_of_old, vocabulary, vocabulary)
+        child_pairs = pairs.remapped(piece_map(old_src, new_src), piece_map(old_tgt, new_tgt),
+                                     new_src.vocabulary(), new_tgt.vocabulary())
         ```
         """
-        source_map, target_map = np.asarray(source_map), np.asarray(target_map)
-        for name, mapping, size in (("source_map", source_map, self.source_vocabulary_size),
-                                    ("target_map", target_map, self.target_vocabulary_size)):
-            if mapping.shape != (size,):
-                raise PairingError(f"`{name}` must map each of the {size} old ids. "
-                                   f"Received: shape {mapping.shape}")
-        source, target = source_map[self.source_ids], target_map[self.target_ids]
+        new_ids = []
+        for name, mapping, size in (("source_ids", source_ids, self.source_vocabulary_size),
+                                    ("target_ids", target_ids, self.target_vocabulary_size)):
+            mapping = np.asarray(mapping)
+            if mapping.ndim != 1 or mapping.max(initial=-1) >= size:
+                raise PairingError(f"`{name}` must give an old id (< {size}) or -1 for each "
+                                   f"new piece. Received: shape {mapping.shape}, largest "
+                                   f"{mapping.max(initial=-1)}")
+            new_of_old = np.full(size, -1)
+            new_of_old[mapping[mapping >= 0]] = np.flatnonzero(mapping >= 0)
+            new_ids.append(new_of_old)
+        source, target = new_ids[0][self.source_ids], new_ids[1][self.target_ids]
         keep = (source >= 0) & (target >= 0)
         return WordPairs(source[keep], target[keep], self.categories[keep],
                          len(source_tokens), len(target_tokens),

@@ -38,6 +38,7 @@ from tf_outheads.layers.heads import build_head, head_to_spec
 from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
 from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
 from tf_outheads.losses.objective import HEAD_OUTPUT, HIDDEN_OUTPUT, Objective, StepOutputs
+from tf_outheads.ops.quantize import QUANTIZATION_MODES
 from tf_outheads.validation import positive_int
 
 __all__ = ["ObjectiveHooks", "Seq2SeqModel", "inference_model", "quantized_copy"]
@@ -419,8 +420,9 @@ def inference_model(model, quantize=None):
     Raises:
         ValueError: `quantize` is neither `None` nor `"int8"`.
     """
-    if quantize not in (None, "int8"):
-        raise ValueError(f"`quantize` must be None or 'int8'. Received: quantize={quantize!r}")
+    if quantize not in QUANTIZATION_MODES:
+        raise ValueError(f"`quantize` must be one of {QUANTIZATION_MODES}. "
+                         f"Received: quantize={quantize!r}")
     if quantize is None or getattr(model, "quantization", None) == quantize:
         return model
     return quantized_copy(model, quantize)

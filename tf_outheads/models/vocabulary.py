@@ -53,8 +53,9 @@ def _variable_table(name, side, variable, axis=0, role="rows"):
 
 
 def _shared_private_tables(layer):
-    """Both sides of a `SharedPrivateEmbedding`: one table per side, written together
-    (a pair's shared columns belong to both)."""
+    """Both sides of a `SharedPrivateEmbedding`, a table each. A pair's shared columns
+    belong to both: each side's write sets them from its own rows, which for a pair the
+    parent had are the same values on both sides."""
     tables = []
     for side in _SIDES:
         def read(side=side):
