@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from tf_outheads.data import SubwordTokenizer, merge_sentencepiece, piece_map
-from tf_outheads.data import train_sentencepiece, updated_model_proto
+from tf_outheads.data import WordPairs, train_sentencepiece, updated_model_proto
+from tf_outheads.data.word_pairs import PairingError
 
 
 @pytest.fixture(scope="module", params=["bpe", "unigram"])
@@ -59,3 +60,18 @@ def test_a_merge_of_two_model_types_and_a_bad_mode_are_refused(models, bible_sli
         merge_sentencepiece(old.model_proto, (tmp_path / "other.model").read_bytes())
     with pytest.raises(ValueError, match="update_vocab` must be one of .*'append'"):
         updated_model_proto("append", old.model_proto, old.model_proto)
+
+
+def test_remapped_pairs_follow_their_pieces_and_drop_a_dropped_side():
+    pairs = WordPairs(np.array([4, 5, 6]), np.array([7, 4, 5]), np.array([0, 1, 2]), 8, 8)
+    # New vocabularies of 9: old source 4 -> 8, 5 -> 4, 6 dropped; old target 7 -> 5,
+    # 4 -> 6, 5 -> 7; ids 0-3 kept where they were.
+    source = np.array([0, 1, 2, 3, 5, -1, -1, -1, 4])
+    target = np.array([0, 1, 2, 3, -1, 7, 4, 5, -1])
+    moved = pairs.remapped(source, target, [f"s{i}" for i in range(9)],
+                           [f"t{i}" for i in range(9)])
+    assert (moved.source_ids.tolist(), moved.target_ids.tolist(),
+            moved.categories.tolist()) == ([8, 4], [5, 6], [0, 1])
+    assert moved.source_vocabulary_size == moved.target_vocabulary_size == 9
+    with pytest.raises(PairingError, match="old id \\(< 8\\)"):
+        pairs.remapped(np.array([0, 9]), target, ["a", "b"], ["a"] * 9)

@@ -205,18 +205,3 @@ def test_bad_input_is_refused_clearly():
         WordPairs(np.array([1, 1]), np.array([0, 1]), np.array([0, 0]), 3, 3)
     with pytest.raises(PairingError, match="target_ids"):
         WordPairs(np.array([0]), np.array([7]), np.array([0]), 3, 3)
-
-
-def test_remapped_pairs_follow_their_pieces_and_drop_a_dropped_side():
-    pairs = WordPairs(np.array([4, 5, 6]), np.array([7, 4, 5]), np.array([0, 1, 2]), 8, 8)
-    # New vocabularies of 9: old source 4 -> 8, 5 -> 4, 6 dropped; old target 7 -> 5,
-    # 4 -> 6, 5 -> 7; ids 0-3 kept where they were.
-    source = np.array([0, 1, 2, 3, 5, -1, -1, -1, 4])
-    target = np.array([0, 1, 2, 3, -1, 7, 4, 5, -1])
-    moved = pairs.remapped(source, target, [f"s{i}" for i in range(9)],
-                           [f"t{i}" for i in range(9)])
-    assert (moved.source_ids.tolist(), moved.target_ids.tolist(),
-            moved.categories.tolist()) == ([8, 4], [5, 6], [0, 1])
-    assert moved.source_vocabulary_size == moved.target_vocabulary_size == 9
-    with pytest.raises(PairingError, match="old id \\(< 8\\)"):
-        pairs.remapped(np.array([0, 9]), target, ["a", "b"], ["a"] * 9)
