@@ -368,6 +368,46 @@ def test_compile_for_translation_defaults_to_the_paper_lambda_and_cosine():
                                rtol=1e-5)
 
 
+def test_per_term_dev_losses_are_token_weighted_means_like_val_loss():
+    """Over dev batches of different lengths, `val_logits_loss` is the per-token NLL of the
+    whole dev set (what a plain model's `val_loss` is), so `val_loss` = `val_logits_loss`
+    + λ·`val_rewe_loss`. Weighting each batch's mean by its sentences (the code before
+    issue 53) gives another number: a ReWE arm's dev NLL was then averaged unlike a plain
+    arm's."""
+    from tf_outheads import training
+
+    x, y = make_batch()
+    # Two dev batches: one long sentence (4 tokens), then two short ones (2 + 1).
+    long_y = y[1:2].copy()
+    long_y[0, 4] = PAD_ID
+    long_y[0, 3] = EOS_ID
+    long_x = {k: v[1:2] for k, v in x.items()}
+    short_y = y[[0, 2]].copy()
+    short_y[0, 1:] = PAD_ID
+    short_y[0, 1] = EOS_ID
+    short_y[1, 1:] = PAD_ID
+    short_y[1, 0] = EOS_ID
+    short_x = {k: v[[0, 2]] for k, v in x.items()}
+    batches = [(long_x, long_y), (short_x, short_y)]
+    dev = tf.data.Dataset.from_generator(
+        lambda: iter(batches),
+        output_signature=({k: tf.TensorSpec((None, None), tf.int32) for k in x},
+                          tf.TensorSpec((None, None), tf.int32)))
+    model = compile_rewe(make_model(dropout=0.0), weight=20.0)
+    history = training.fit(model, tf.data.Dataset.from_tensors((x, y)).repeat(), epochs=1,
+                           steps_per_epoch=1, validation_data=dev, verbose=0).history
+    # Independently, after the training step: the token-weighted NLL over both batches.
+    nll, tokens = 0.0, 0
+    for features, labels in batches:
+        count = int(np.sum(labels != PAD_ID))
+        nll += float(MaskedSequenceCrossEntropy()(labels, model(features))) * count
+        tokens += count
+    np.testing.assert_allclose(history["val_logits_loss"][-1], nll / tokens, rtol=1e-5)
+    np.testing.assert_allclose(
+        history["val_loss"][-1],
+        history["val_logits_loss"][-1] + 20.0 * history["val_rewe_loss"][-1], rtol=1e-5)
+
+
 def test_compile_for_translation_refuses_an_auxiliary_loss_without_its_head():
     with pytest.raises(ValueError, match=r"names \['rewe'\].*has none.*"
                                          r"Received: auxiliary_weights=\{'rewe': 20\}"):

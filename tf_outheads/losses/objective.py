@@ -23,7 +23,8 @@ One structure, one loss protocol, one reduction (the shape OpenNMT-tf uses):
   count is all-reduced over the replicas under `tf.distribute`, so the
   replicas' losses add up to the per-token mean of the *global* batch
   (OpenNMT-tf, fairseq). Each term's per-token mean is logged as
-  `<name>_loss` when there are several.
+  `<name>_loss` when there are several (over several batches: weighted by
+  their target tokens, as `loss` and `val_loss`).
 
 The model holds its objective (`model.objective`, built by `model.compile`)
 and its Keras hooks (`compute_loss`, `compute_metrics`, `metrics`, the compile
@@ -253,8 +254,12 @@ class Objective:
                     per_token = per_token * weights
                 term = ops.sum(per_token)
             if name in self.trackers:
-                self.trackers[name].update_state(
-                    ops.divide_no_nan(term, count), sample_weight=ops.shape(y_true)[0])
+                # Weighted by target tokens, not sentences: the epoch's `<name>_loss` is
+                # then the per-token mean over its batches, as `loss` and `val_loss` are
+                # (a mean of batch means weighted by sentences gave a ReWE arm's NLL
+                # another average than a plain arm's `val_loss`).
+                self.trackers[name].update_state(ops.divide_no_nan(term, count),
+                                                 sample_weight=count)
             total = total + weight * term
         return total, tokens
 
