@@ -82,9 +82,12 @@ for name in sorted(os.listdir(CORPORA)):
 # the settings it changes (`set`, the dotted keys of `tf-outheads train --set`), so an
 # arm can be any head, loss or model the presets and registries know
 # (`tf-outheads presets`, `tf-outheads components`). `claims` say what you expect: the
-# claim **holds** if the 95 % interval over seeds of the test BLEU difference lies above
-# `expect`, is **contradicted** if below, and is **inconclusive** otherwise (the report
-# then says how many seeds would settle it). The winner is chosen on dev, never on test.
+# claim **holds** if the test BLEU difference beats `expect` by a 95 % interval that
+# counts both the seeds and the test sentences, with its p-value adjusted (Holm) over all
+# the claims' tests, is **contradicted** if below, and is **inconclusive** otherwise (the
+# report then says how many seeds would settle it). Fix the seeds before you look: adding
+# seeds until an interval clears is optional stopping. A run that never learned to read
+# its source is flagged as stalled. The winner is chosen on dev, never on test.
 
 # %%
 if TINY:
@@ -133,9 +136,10 @@ tf_outheads("study", "--config", study_file, "--runs-dir", RUNS,
 # %% [markdown]
 # ## 4. The verdicts
 # `results.md` has, per arm, mean ± sd over seeds of dev and test BLEU, the test BLEU
-# difference to the baseline with its 95 % interval over seeds, the dev cross-entropy
-# (forced decoding of the references: the same measure for every categorical head,
-# whatever loss it trained with), chrF and the length ratio; then each claim's verdict,
+# difference to the baseline with its 95 % interval over seeds and sentences, the dev
+# cross-entropy (forced decoding of the references: the same measure for every
+# categorical head, whatever loss it trained with), chrF and the length ratio, the
+# stalled runs; then each claim's verdict,
 # also on dev cross-entropy, which is far less noisy than BLEU. `results.json` holds the
 # same numbers for your own analysis.
 

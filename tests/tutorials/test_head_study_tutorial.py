@@ -28,7 +28,9 @@ def test_head_study_tutorial_compares_three_heads_and_serves_the_winner(tmp_path
     assert "train.es" in section(out, "=== FILES ===")
     study = section(out, "=== STUDY ===")
     for number, arm in enumerate(("untied", "tied", "joint"), 1):
-        assert re.search(rf"run {number}/3 {arm} seed 1: step 4/4, dev BLEU [0-9.]+ in ", study)
+        # 4 steps do not teach a model to read its source: the stall check says so.
+        assert re.search(rf"run {number}/3 {arm} seed 1: step 4/4, dev BLEU [0-9.]+ STALLED "
+                         r"\(does not read its source.*\) in ", study)
     results = section(out, "=== RESULTS ===")
     rows = [line for line in results.splitlines() if line.startswith("| ")]
     assert [row.split(" | ")[0] for row in rows[2:]] == ["| untied", "| tied", "| joint"]

@@ -101,3 +101,18 @@ def test_one_seed_is_inconclusive_and_no_seed_is_refused():
     assert effect.verdict == "inconclusive" and math.isnan(effect.mde)
     with pytest.raises(ValueError, match="at least one seed"):
         seed_effect([])
+
+
+def test_seeds_needed_is_also_given_at_the_upper_confidence_bound_of_the_spread():
+    # With 2 degrees of freedom the true sd can be several times the observed one: the
+    # seeds needed at its 80 % upper confidence bound are given beside the observed ones.
+    values = [0.9, 0.1, 1.6]
+    effect = seed_effect(values)
+    factor = math.sqrt(2 / stats.chi2.ppf(0.2, 2))  # about 2.2
+    assert effect.seeds_needed_upper > effect.seeds_needed
+    # The same mean with the spread at that bound needs exactly those seeds.
+    mean = np.mean(values)
+    widened = seed_effect([mean + factor * (v - mean) for v in values])
+    assert widened.seeds_needed == effect.seeds_needed_upper
+    assert (f"about {effect.seeds_needed} seeds would settle it at the observed spread, "
+            f"up to {effect.seeds_needed_upper} if it was underestimated") in effect.text()

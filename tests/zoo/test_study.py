@@ -116,7 +116,9 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     p_values = [float(p) for p in rows["strong"][9].split(" / ")]
     assert len(p_values) == 3 and all(p < 0.05 for p in p_values)
     delta, interval = rows["strong"][5].split(" ", 1)
-    assert float(delta) > 10 and interval == f"[{delta}, {delta}]"  # no spread over seeds
+    low, high = (float(v) for v in interval.strip("[]").split(", "))
+    # No spread over seeds: the interval is the noise of the 40 test sentences alone.
+    assert float(delta) > 10 and low < float(delta) < high and high - low > 1
     assert rows["weak"][5] == "—"  # the baseline is not tested against itself
     assert rows["strong"][6] == "3.250 ± 0.000"  # the last dev evaluation's loss
     # chrF and the length ratio of the test translations, against the run's references.
@@ -136,14 +138,18 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     # Every arm against the baseline, claimed or not.
     assert "- strong against weak: **holds**: test BLEU Δ +" in text
     assert re.search(r"- sweep against weak: \*\*inconclusive\*\*: test BLEU Δ \+[\d.]+ BLEU "
-                     r"\[-inf, \+inf\] over 1 seeds", text)
+                     r"\[\+[\d.]+, \+[\d.]+\] \(sentences only: one seed, its training noise "
+                     r"unmeasured, so no verdict\) over 1 seed × 40 sentences", text)
     assert "weak beats strong (paper: +1 BLEU): **contradicted**" in text
     # Claims against another arm than the baseline get their own paired tests.
     assert re.search(r"weak beats strong .*paired bootstrap per seed \(test-set noise only\): "
                      r"p = (0\.0\d\d / ){2}0\.0\d\d", text)
     # One seed: no interval, so no verdict either way.
     assert re.search(r"strong beats sweep .*\*\*inconclusive\*\*: test BLEU Δ \+[\d.]+ BLEU "
-                     r"\[-inf, \+inf\] over 1 seeds", text)
+                     r"\[\+[\d.]+, \+[\d.]+\] \(sentences only: one seed", text)
+    # The claims are one Holm family: 3 claims x (test BLEU, dev cross-entropy).
+    assert "over the family of this study's 6 claim tests" in text
+    assert re.search(r"strong beats weak .*Holm-adjusted p = [\d.e-]+ \(family of 6\)", text)
     assert "Dev cross-entropy (full cross-entropy, label smoothing" in text
     assert "bs:200" in text and "seed:12345" in text
     for figure in ("toy_dev_bleu.svg", "toy_loss.svg"):
@@ -309,8 +315,12 @@ def test_claims_compare_dev_cross_entropy_of_the_same_loss_only():
            "ce_kind": base["ce_kind"], "p_test": []}
     verdict = study_module.claim_verdict(arm, base, better)
     assert verdict.startswith("**inconclusive**")
+    # Alone, its interval over seeds clears 0 (p = 0.042); with test BLEU it is one of
+    # the claim's two tests, and Holm's adjustment (x 2) leaves it inconclusive.
     assert "Dev cross-entropy (full cross-entropy, label smoothing 0.1; Δ = baseline − arm, " \
-           "lower is better): **holds**, Δ +0.075 nats" in verdict
+           "lower is better): **inconclusive**, Δ +0.075 nats [+0.007, +0.144]" in verdict
+    assert "p = 0.0418" in verdict and "Holm-adjusted p = 0.0835 (family of 2)" in verdict
+    assert "(seeds only: these records have no per-sentence statistics)" in verdict
     other = dict(arm, ce_kind="vmf")
     assert "Dev cross-entropy not compared: vmf against full cross-entropy" in (
         study_module.claim_verdict(other, base, better))

@@ -149,6 +149,27 @@ def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_pa
     effect = numbers["arms"]["joint"]["dev_cross_entropy_vs_baseline"]
     assert effect["seeds"] == 2 and effect["verdict"] in ("holds", "contradicted",
                                                           "inconclusive")
+    # Issue 53's statistics on a user's study: intervals over seeds and sentences (BLEU
+    # from the test translations, cross-entropy from the forced decoding's sentences),
+    # Holm over the claims' tests, and 4-step runs (which cannot read their sources yet)
+    # flagged as stalled, in results.json, on the page and in the printed lines.
+    assert len(forced["dev"]["sentence_nll"]) == forced["dev"]["sentences"] == 20
+    assert forced["dev"]["mismatched_source_cross_entropy"] > 0
+    assert effect["levels"] == "seeds and sentences" and effect["se_sentences"] > 0
+    assert numbers["arms"]["joint"]["test_bleu_vs_baseline"]["sentences"] == 20
+    (claim,) = numbers["claims"]
+    assert claim["family"] == "family of 2" and len(claim["tests"]) == 2
+    assert all(t["interval"] == "seeds and sentences" and t["p_holm"] >= t["effect"]["p_value"]
+               for t in claim["tests"])
+    assert "over the family of this study's 2 claim tests" in text
+    assert "(seeds and sentences; seeds alone [" in text
+    stall = numbers["arms"]["tied"]["runs"]["1"]["stall"]
+    assert stall["stalled"] is True and stall["source_gain"] < 1.0
+    assert "**Stalled runs**" in text and "**uses stalled runs**: " in text
+    printed = capsys.readouterr().out
+    assert "STALLED (does not read its source" in printed
+    assert "[stall] tied seed 1: does not read its source" in printed
+    assert "[claim] joint beats tied by more than +0.5 BLEU: **" in printed
     # The winner: the best arm by mean dev BLEU, its best seed; exported and named.
     winner = numbers["winner"]
     means = {arm: sum(r["dev_bleu"] for r in entry["runs"].values()) / 2

@@ -34,8 +34,11 @@ its own runs directory.
 
 The package: `definition` (the studies, their seeds, where their runs live), `file`
 (study files), `runner`
-(training and recording the runs), `stats` (run scores, paired tests, claim verdicts)
-and `report` (the results page). Every name is importable from here.
+(training and recording the runs), `stats` (run scores, paired tests, claim verdicts),
+`combined` (intervals over seeds and test sentences, Holm's adjustment), `verdicts`
+(a claim's tests and verdict), `stall` (runs
+that never learned to translate), `report` (the results page) and `winner` (the best
+arm, exported). Every name is importable from here.
 """
 
 from tf_outheads_zoo.study.definition import (
@@ -44,11 +47,12 @@ from tf_outheads_zoo.study.definition import (
     study_seeds)
 from tf_outheads_zoo.study.file import STUDIES, builtin_study_path, get_study
 from tf_outheads_zoo.study.report import (
-    choose_winner, data_differences, export_winner, machine_description, study_report,
-    write_results, write_study_results)
+    data_differences, machine_description, study_report, write_results, write_study_results)
 from tf_outheads_zoo.study.runner import (
     RECORD_FILES, collect_records, record_run, run_study, score_run, tokenizer_dir, train_arm)
-from tf_outheads_zoo.study.stats import ALPHA, claim_verdict
+from tf_outheads_zoo.study.stats import ALPHA
+from tf_outheads_zoo.study.verdicts import claim_verdict
+from tf_outheads_zoo.study.winner import choose_winner, export_winner
 
 # The name the tests have read the finished runs of an arm by.
 _finished_runs = finished_runs

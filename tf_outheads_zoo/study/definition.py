@@ -55,7 +55,7 @@ class Claim:
     the paper reports). `kind` `"better"`: the arm beats the baseline; `"not_worse"`:
     the arm is within a margin of it. `threshold`: the improvement the interval over
     seeds must exceed for the claim to hold (0 for "better"; minus the margin for
-    "not_worse"); below it, the claim is contradicted (`stats.claim_verdict`)."""
+    "not_worse"); below it, the claim is contradicted (`verdicts.claim_verdict`)."""
 
     text: str
     arm: str

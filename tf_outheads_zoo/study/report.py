@@ -1,6 +1,6 @@
 """The results page: each study's table (mean ± sd over seeds, paired p-values), its
 curves as SVG, whether its runs are comparable (`data_differences`) and its claims'
-verdicts (`stats.claim_verdict`), from run records or run directories."""
+verdicts (`verdicts.claim_verdict`), from run records or run directories."""
 
 import dataclasses
 import functools
@@ -12,12 +12,15 @@ import statistics
 
 from tf_outheads_zoo.study.definition import (
     DEFAULT_RUNS_DIR, RECORDS_DIR, Claim, finished_runs)
+from tf_outheads_zoo.study.combined import adjusted_verdict, holm, sentence_bleu_statistics
 from tf_outheads_zoo.study.file import STUDIES, get_study
+from tf_outheads_zoo.study.stall import stall_check
+from tf_outheads_zoo.study.winner import choose_winner, winner_text
 from tf_outheads_zoo.study.words import hubness_lines
 from tf_outheads_zoo.study.stats import (
-    ALPHA, POWER, claim_verdict, dev_cross_entropy, dev_loss_curve, forced_scores,
-    paired_against, paired_improvements, paired_tests, seed_effect,
-    variant_score)
+    ALPHA, POWER, dev_cross_entropy, dev_loss_curve, forced_scores, paired_against,
+    paired_tests, variant_score)
+from tf_outheads_zoo.study.verdicts import claim_tests, claim_text, claim_verdict, stalled_runs
 
 
 def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None,
@@ -43,7 +46,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
              "seed).", ""]
     baseline_runs = runs[study.baseline]
     rows = [("arm", "preset", "seeds", "dev BLEU", "test BLEU",
-             f"Δ test vs {study.baseline} [95 % CI over seeds]", "dev cross-entropy",
+             f"Δ test vs {study.baseline} [95 % CI, seeds and sentences]", "dev cross-entropy",
              "test chrF", "test length ratio", "p test (per seed)", "p dev (per seed)",
              "min / run")
             + (("steps / run",) if study.minutes else ())]
@@ -78,6 +81,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
             # arms of a study share them: `data_differences`).
             texts = [text_metrics(arm_runs[s], "test", variant,
                                   baseline_runs.get(s) or arm_runs[s]) for s in seeds]
+            stalls = {s: stall_check(arm_runs[s]) for s in seeds}
             deltas, p_test, p_dev = [], [], []
             if arm_name != study.baseline:
                 deltas, p_values, arm_signature = paired_tests(
@@ -94,11 +98,17 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                               "test_length_ratio": [t["length_ratio"] for t in texts],
                               "minutes": minutes, "steps_run": steps,
                               "run_dirs": [arm_runs[s] for s in seeds], "arm": arm_name,
-                              "variant": variant}
+                              "variant": variant,
+                              "bleu_units": {s: t["bleu_units"] for s, t in zip(seeds, texts)},
+                              "ce_units": ({} if variant else
+                                           {s: u for s in seeds
+                                            if (u := sentence_nll(arm_runs[s])) is not None}),
+                              "stalls": stalls}
             rows.append((label, arm.preset + "".join(
                 f" `{k}={json.dumps(v)}`" for k, v in arm.overrides if k not in shared),
-                ", ".join(map(str, seeds)), _mean_sd(dev), _mean_sd(test),
-                _interval_cell(deltas),
+                ", ".join(f"{s} (stalled)" if stalls[s]["stalled"] else str(s)
+                          for s in seeds), _mean_sd(dev), _mean_sd(test),
+                label if deltas else "—",
                 _mean_sd(dev_ce, digits=3) if ce_kind else "—",
                 _mean_sd(summary[label]["test_chrf"]),
                 _mean_sd(summary[label]["test_length_ratio"], digits=3),
@@ -108,7 +118,28 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                 + ((_steps_cell(statistics.fmean(steps), baseline_steps,
                                 arm_name == study.baseline),) if study.minutes else ()))
             summary[label]["steps"] = statistics.fmean(steps)
+    # The Δ column: each arm's test BLEU against the baseline decoded alike, by the
+    # interval over seeds and sentences (`stats.claim_tests`).
+    row_tests = {}
+    for label, values in summary.items():
+        if values["arm"] != study.baseline:
+            base = summary[_baseline_label(study, values, summary)]
+            row_tests[label] = claim_tests(values, base, Claim(label, label, base["arm"], ""),
+                                           samples=samples)
+    rows = [rows[0]] + [row[:5] + (_interval_cell(row_tests.get(row[5])),) + row[6:]
+                        if row[5] in row_tests else row for row in rows[1:]]
     lines += _markdown_table(rows)
+    stalled = [line for values in summary.values() if not values["variant"]
+               for line in stalled_runs(values)]
+    unchecked = [f"{values['arm']} {seed}" for values in summary.values()
+                 if not values["variant"]
+                 for seed, check in values["stalls"].items() if check["stalled"] is None]
+    if stalled:
+        lines += ["", "**Stalled runs** (`tf_outheads_zoo.study.stall`; every verdict that "
+                  "uses one names it): " + "; ".join(stalled) + "."]
+    if unchecked:
+        lines += ["", "Not checked for stalls (records from before the check): "
+                  + ", ".join(unchecked) + "."]
     kinds = {}
     for label, values in summary.items():
         if values["ce_kind"]:
@@ -125,15 +156,17 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         figures = []
         for suffix, reader, title, ylabel in (
                 ("dev_bleu", _bleu_curve, "dev BLEU", "BLEU"),
-                ("dev_loss", dev_loss_curve, "dev loss (the training loss on dev)",
-                 "loss (nats per token)")):
+                ("dev_loss", dev_loss_curve, "dev loss", "loss (nats per token)")):
             curves = {a: _curve_stats(list(r.values()), reader) for a, r in runs.items() if r}
             curves = {a: c for a, c in curves.items() if c[0]}
             if curves:
                 path = os.path.join(figures_dir, f"{name}_{suffix}.svg")
                 write_line_plot(path, {a: (c[0], c[1]) for a, c in curves.items()},
-                                title=f"{study.title}: {title} (mean over seeds, band: "
-                                      "their range)",
+                                title=f"{study.title}: {title}",
+                                subtitle="mean over seeds; band: their range"
+                                + ("; the training loss on dev (label smoothing "
+                                   "included where training has it)"
+                                   if suffix == "dev_loss" else ""),
                                 xlabel="training step", ylabel=ylabel,
                                 bands={a: (c[0], c[2], c[3]) for a, c in curves.items()
                                        if len(runs[a]) > 1})
@@ -143,8 +176,8 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         if any(c[0] for c in loss.values()):
             path = os.path.join(figures_dir, f"{name}_loss.svg")
             write_line_plot(path, {a: c for a, c in loss.items() if c[0]},
-                            title=f"{study.title}: training loss (moving average of 50 "
-                                  "steps, mean over seeds)",
+                            title=f"{study.title}: training loss",
+                            subtitle="moving average of 50 steps, mean over seeds",
                             xlabel="training step", ylabel="loss")
             figures.append(path)
         base = os.path.dirname(os.path.dirname(figures[0])) if figures else ""
@@ -159,28 +192,49 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
             lines.append(f"- `{key}`: " + "; ".join(
                 f"{value} ({', '.join(runs_)})" for value, runs_ in values.items()))
     if not differences and summary.get(study.baseline):
-        lines += ["", f"Every arm against {study.baseline} (the seeds both ran; the same "
-                  "test as the claims', against 0):", ""]
+        lines += ["", f"Every arm against {study.baseline} (the seeds both ran; the "
+                  "claims' tests against 0, Holm-adjusted over each line's own tests):", ""]
         for label, values in summary.items():
             if values["arm"] == study.baseline:
                 continue
             base = _baseline_label(study, values, summary)
-            verdict = claim_verdict(values, summary[base], Claim(label, label, base, ""))
+            tests = row_tests[label]
+            adjusted = holm([t["effect"].p_value for t in tests])
+            verdict = claim_text(values, summary[base], Claim(label, label, base, ""),
+                                 tests, adjusted, f"family of {len(tests)}")
             lines.append(f"- {label} against {base}: {verdict}")
-    claims = []
-    lines += ["", "Claims:", ""]
-    for claim in study.claims:
-        if differences:
-            verdict = ("**not comparable yet** (data settings differ: "
-                       f"{', '.join(differences)})")
-        else:
+    # The claims' tests are one family (Holm): every claim's test BLEU and dev
+    # cross-entropy tests of this study.
+    pairs, families = {}, []
+    if not differences:
+        for claim in study.claims:
             arm = summary.get(claim.arm)
             if arm and claim.baseline != study.baseline and runs[claim.baseline]:
                 # The table's tests are against the study's baseline: this claim's pair
                 # gets its own, seed by seed.
                 arm = paired_against(arm, runs[claim.arm], runs[claim.baseline], samples,
                                      references_runs=baseline_runs)
-            verdict = claim_verdict(arm, summary.get(claim.baseline), claim)
+            base = summary.get(claim.baseline)
+            pairs[claim] = (arm, base, claim_tests(arm, base, claim, samples)
+                            if arm and base else [])
+            families += [t["effect"].p_value for t in pairs[claim][2]]
+    adjusted_family = iter(holm(families))
+    family = f"family of {len(families)}"
+    claims = []
+    lines += ["", f"Claims (each verdict by its Holm-adjusted p over the family of this "
+              f"study's {len(families)} claim test{'s' if len(families) != 1 else ''}: "
+              "test BLEU and, where both arms measure the same kind, dev cross-entropy of "
+              "every claim):", ""]
+    for claim in study.claims:
+        tests, adjusted = [], []
+        if differences:
+            verdict = ("**not comparable yet** (data settings differ: "
+                       f"{', '.join(differences)})")
+        else:
+            arm, base, tests = pairs[claim]
+            adjusted = [next(adjusted_family) for _ in tests]
+            verdict = (claim_text(arm, base, claim, tests, adjusted, family) if arm and base
+                       else claim_verdict(arm, base, claim))
             if study.minutes and arm and summary.get(claim.baseline):
                 verdict += (f"; in the same {study.minutes:g} minutes it trained "
                             f"{arm['steps'] / summary[claim.baseline]['steps']:.2f}× the "
@@ -189,9 +243,17 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         lines.append(f"- {claim.text} (paper: {claim.paper_delta}): {verdict}")
         claims.append({"text": claim.text, "arm": claim.arm, "baseline": claim.baseline,
                        "threshold": claim.threshold, "paper": claim.paper_delta,
-                       "verdict": verdict})
+                       "verdict": verdict, "family": family if tests else None,
+                       "tests": [{"metric": t["metric"], "p_holm": p,
+                                  "verdict": adjusted_verdict(t["effect"].mean,
+                                                              t["effect"].threshold, p),
+                                  "interval": ("seeds and sentences"
+                                               if hasattr(t["effect"], "se_sentences")
+                                               else "seeds only"),
+                                  "effect": _effect_dict(t["effect"])}
+                                 for t, p in zip(tests, adjusted)]})
     if collect is not None:
-        collect.update(_numbers(study, summary, claims, differences))
+        collect.update(_numbers(study, summary, claims, differences, row_tests))
     return "\n".join(lines) + "\n"
 
 
@@ -207,7 +269,7 @@ def _effect_dict(effect):
             for key, value in dataclasses.asdict(effect).items()}
 
 
-def _numbers(study, summary, claims, differences):
+def _numbers(study, summary, claims, differences, row_tests):
     """The dict of `results.json`: what the page shows, as numbers."""
     arms = {}
     for label, values in summary.items():
@@ -224,16 +286,17 @@ def _numbers(study, summary, claims, differences):
                 "forced_decoding": forced_scores(values["run_dirs"][index]),
                 "steps": values["steps_run"][index], "train_minutes": values["minutes"][index],
                 "p_test_vs_baseline": values["p_test"][index] if values["p_test"] else None,
-                "p_dev_vs_baseline": values["p_dev"][index] if values["p_dev"] else None}
+                "p_dev_vs_baseline": values["p_dev"][index] if values["p_dev"] else None,
+                "stall": values["stalls"][seed]}
         baseline = summary.get(_baseline_label(study, values, summary))
         if values["arm"] != study.baseline and baseline:
             entry["baseline"] = _baseline_label(study, values, summary)
-            bleu = paired_improvements(values, baseline, "test")
-            entry["test_bleu_vs_baseline"] = _effect_dict(seed_effect(bleu)) if bleu else None
-            ce = (paired_improvements(baseline, values, "dev_ce")
-                  if values["ce_kind"] and values["ce_kind"] == baseline["ce_kind"] else [])
-            entry["dev_cross_entropy_vs_baseline"] = (_effect_dict(seed_effect(ce)) if ce
-                                                      else None)
+            tests = {t["metric"].split(" (")[0]: t["effect"] for t in row_tests[label]}
+            entry["test_bleu_vs_baseline"] = (_effect_dict(tests["test BLEU"])
+                                              if "test BLEU" in tests else None)
+            entry["dev_cross_entropy_vs_baseline"] = (
+                _effect_dict(tests["dev cross-entropy"]) if "dev cross-entropy" in tests
+                else None)
         arms[label] = entry
     return {"title": study.title, "baseline": study.baseline,
             "budget": ({"minutes": study.minutes} if study.minutes
@@ -274,21 +337,25 @@ def _mean_sd(values, digits=2):
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
-def _interval_cell(deltas):
-    """`+1.00 [-0.52, +2.52]`: the mean per-seed Δ and its 95 % t interval (one seed: the
-    Δ alone; none: a dash)."""
-    if not deltas:
+def _interval_cell(tests):
+    """`+1.00 [-0.52, +2.52]`: the mean per-seed test BLEU Δ of a row's tests
+    (`stats.claim_tests`) and its 95 % interval over seeds and sentences (`*` after it:
+    over seeds only, records without per-sentence statistics; one seed without them:
+    the Δ alone; none: a dash)."""
+    effect = next((t["effect"] for t in tests or () if t["metric"] == "test BLEU"), None)
+    if effect is None:
         return "—"
-    effect = seed_effect(deltas)
-    if effect.seeds < 2:
+    if not math.isfinite(effect.low):
         return f"{effect.mean:+.2f}"
-    return f"{effect.mean:+.2f} [{effect.low:+.2f}, {effect.high:+.2f}]"
+    star = "" if hasattr(effect, "se_sentences") else "*"
+    return f"{effect.mean:+.2f} [{effect.low:+.2f}, {effect.high:+.2f}]{star}"
 
 
 def text_metrics(run_dir, split, variant=None, references_dir=None):
-    """`{"chrf", "length_ratio"}` of a run's `split` translations against the references
-    it was scored on, or those of `references_dir` (sacrebleu's chrF; output length /
-    reference length in BLEU's 13a tokens, as its brevity penalty reads them)."""
+    """`{"chrf", "length_ratio", "bleu_units"}` of a run's `split` translations against
+    the references it was scored on, or those of `references_dir` (sacrebleu's chrF;
+    output length / reference length in BLEU's 13a tokens, as its brevity penalty reads
+    them; BLEU's per-sentence statistics, `combined.sentence_bleu_statistics`)."""
     from sacrebleu.metrics import BLEU
 
     from tf_outheads.metrics import corpus_chrf, read_lines
@@ -299,7 +366,20 @@ def text_metrics(run_dir, split, variant=None, references_dir=None):
     references = run_references(references_dir or run_dir, split)
     bleu = BLEU().corpus_score(hypotheses, [references])
     return {"chrf": corpus_chrf(hypotheses, references).score,
-            "length_ratio": bleu.sys_len / max(bleu.ref_len, 1)}
+            "length_ratio": bleu.sys_len / max(bleu.ref_len, 1),
+            "bleu_units": sentence_bleu_statistics(hypotheses, references)}
+
+
+def sentence_nll(run_dir):
+    """`(sentences, 2)` rows of (negative log-probability, tokens) of a run's dev
+    references by forced decoding (`runner.score_run`), or None (scored before they were
+    kept, or not scored)."""
+    import numpy as np
+
+    dev = (forced_scores(run_dir) or {}).get("dev") or {}
+    if "sentence_nll" not in dev:
+        return None
+    return np.column_stack([dev["sentence_nll"], dev["sentence_tokens"]])
 
 
 def _curve_stats(run_dirs, reader):
@@ -442,93 +522,48 @@ def write_study_results(name, study, runs_dir, samples=1000, log=print):
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write(content)
         os.replace(path + ".tmp", path)
+    for label, entry in numbers["arms"].items():
+        for seed, run in entry["runs"].items():
+            if entry["decoding"] is None and run["stall"]["stalled"]:
+                log(f"[stall] {label} seed {seed}: " + "; ".join(run["stall"]["reasons"]))
+    for claim in numbers["claims"]:
+        log(f"[claim] {claim['text']}: {claim['verdict']}")
     log(f"[results] {output}, {os.path.join(runs_dir, 'results.json')}")
     return numbers
 
 
-def choose_winner(numbers, select_by="dev_bleu"):
-    """The best arm by the mean over its seeds of `select_by` on dev (`"dev_bleu"`: the
-    highest; `"dev_cross_entropy"`: the lowest, among arms of one kind of cross-entropy),
-    and its best seed by the same: `{"arm", "seed", "run_dir", "metric", "arm_mean",
-    "value", "dev_bleu", "test_bleu", "arm_means"}`, or None without a finished run.
-    Never chosen on test; extra decodings of an arm are not candidates (the export is of
-    the run, with its own decoding settings).
-
-    Raises:
-        ValueError: `select_by` unknown, or cross-entropies of different kinds.
-    """
-    from tf_outheads_zoo.study.file import SELECT_BY
-
-    if select_by not in SELECT_BY:
-        raise ValueError(f"select_by must be one of {', '.join(SELECT_BY)}. "
-                         f"Received: {select_by!r}")
-    key = select_by
-    sign = 1.0 if key == "dev_bleu" else -1.0
-    candidates = {label: entry for label, entry in numbers["arms"].items()
-                  if entry["decoding"] is None and entry["runs"]
-                  and all(r[key] is not None for r in entry["runs"].values())}
-    if key == "dev_cross_entropy":
-        kinds = {r["dev_cross_entropy_kind"] for entry in candidates.values()
-                 for r in entry["runs"].values()}
-        if len(kinds) > 1:
-            raise ValueError("select_by: dev_cross_entropy compares the arms' dev "
-                             f"cross-entropies, but they measure different things: "
-                             f"{sorted(kinds)}. Choose by dev_bleu.")
-    if not candidates:
-        return None
-    means = {label: statistics.fmean(r[key] for r in entry["runs"].values())
-             for label, entry in candidates.items()}
-    best = max(means, key=lambda label: sign * means[label])
-    runs = candidates[best]["runs"]
-    seed = max(runs, key=lambda s: sign * runs[s][key])
-    return {"arm": best, "seed": int(seed), "run_dir": runs[seed]["run_dir"],
-            "metric": select_by, "arm_mean": means[best], "value": runs[seed][key],
-            "seeds": len(runs), "dev_bleu": runs[seed]["dev_bleu"],
-            "test_bleu": runs[seed]["test_bleu"], "arm_means": means}
-
-
-def winner_text(winner, select_by):
-    if winner is None:
-        return "Winner: none yet (no finished run)."
-    others = ", ".join(f"{label} {value:.3f}" for label, value in sorted(
-        winner["arm_means"].items(), key=lambda item: item[1], reverse=select_by == "dev_bleu"))
-    return (f"Winner by {select_by} (mean over each arm's seeds, then its best seed; never "
-            f"on test): **{winner['arm']}**, seed {winner['seed']} ({select_by} "
-            f"{winner['value']:.3f}; test BLEU {winner['test_bleu']:.2f}). Arm means: "
-            f"{others}. The intervals above say whether its lead is more than the seeds' "
-            "noise.")
-
-
-def export_winner(numbers, directory, log=print):
-    """Exports the winner of a study's `results.json` numbers (`choose_winner`) as the
-    SavedModel of `tf-outheads export` in `directory`, with `winner.json` beside it
-    naming the arm, seed, metric and scores; returns the SavedModel's path."""
-    from tf_outheads_zoo.runs import export_run
-
-    winner = numbers.get("winner")
-    if not winner:
-        raise ValueError("No winner to export: the study has no finished run")
-    path = export_run(winner["run_dir"], directory)
-    with open(os.path.join(directory, "winner.json"), "w", encoding="utf-8") as f:
-        json.dump(dict(winner, study=numbers["title"]), f, indent=2)
-    log(f"[study] winner {winner['arm']} seed {winner['seed']} ({winner['metric']} "
-        f"{winner['value']:.3f}) exported to {path}")
-    return path
-
-
 def _method_text():
-    return ("Mean ± sd over seeds. A claim is judged by the seeds, each of which trains both "
-            f"arms: the {1 - ALPHA:.0%} t interval over seeds of the per-seed test BLEU "
-            "difference **holds** when it lies above the claim's threshold (0, or minus a "
-            "stated margin), is **contradicted** when it lies below it, and is "
-            f"**inconclusive** otherwise, with the effect {POWER:.0%} power would detect at "
-            "this spread and the seeds that would settle it. The dev cross-entropy (the "
-            "training loss on dev at the last evaluation, label-smoothed where training is) "
-            "gets the same test where both arms train the same loss: it is far less noisy "
-            "than BLEU. sacrebleu's paired bootstrap p-values per seed measure the test "
-            "set's noise for one pair of runs, not the seeds'; they are listed, and decide "
-            "nothing. \"min / run\" is the wall clock of training (dev evaluations "
-            "included), which grows when other jobs share the machine.")
+    return (
+        "Mean ± sd over seeds. A claim is judged by the seeds, each of which trains both "
+        "arms, and by the test sentences, which every seed shares: the interval of the "
+        "per-seed difference counts both noises (`tf_outheads_zoo.study.combined`: the "
+        "seeds' t interval, and the test set's noise from a paired bootstrap of its "
+        "sentences, one resample for every seed and both arms, joined on "
+        "Welch–Satterthwaite degrees of freedom and never narrower than the seeds' "
+        "interval; BLEU from sacrebleu's per-sentence statistics, the dev cross-entropy "
+        "from each sentence's forced-decoding log-probability). The seeds alone, the "
+        "t interval of earlier pages, sit beside it. A test **holds** when its p-value, "
+        f"adjusted by Holm–Bonferroni over the family of the study's claim tests (test "
+        f"BLEU and dev cross-entropy of every claim), is below {ALPHA:g} with the effect "
+        "above the claim's threshold (0, or minus a stated margin), is **contradicted** "
+        "when below it, and is **inconclusive** otherwise; the raw p is beside it. One "
+        "seed gives no verdict (its training noise is unmeasured). Inconclusive tests say "
+        f"the seeds that would give {POWER:.0%} power at the observed spread, and at the "
+        "80 % upper confidence bound of that spread (three seeds can underestimate it "
+        "several times over), or that no number of seeds would, the test set's noise "
+        "alone being larger than the effect. The seeds of a study are fixed in its file "
+        "before it runs: adding seeds after looking at an interval until it clears 0 is "
+        "optional stopping and makes these intervals too narrow. The dev cross-entropy "
+        "is that of forced decoding without label smoothing, per token, for runs scored "
+        "since issue 53 and the Kumar study; older records give the training loss on "
+        "dev (label-smoothed) and are marked as such and never compared with the "
+        "former. A run that has not learned to read its source (the unigram or "
+        "language-model plateau) is flagged **stalled** (`tf_outheads_zoo.study.stall`) "
+        "and every verdict that uses it names it; records from before the check are "
+        "\"not checked\". sacrebleu's paired bootstrap p-values per seed measure the "
+        "test set's noise for one pair of runs; they are listed, and decide nothing. "
+        "\"min / run\" is the wall clock of training (dev evaluations included), which "
+        "grows when other jobs share the machine.")
 
 
 def write_results(runs_dir=RECORDS_DIR, output=os.path.join("docs", "results.md"),

@@ -120,7 +120,9 @@ def score_run(run_dir, log=print):
     """The dev and test cross-entropy per token of a finished run by forced decoding of its
     references (`tf_outheads.decoding.Scorer`, the path of `tf-outheads score`): no label
     smoothing, no sampling, the same number for every categorical head whatever loss it
-    trained with. Written once to `cross_entropy.json` and returned. For a continuous head
+    trained with; with each sentence's negative log-probability and tokens, and the dev
+    cross-entropy of the references after mismatched sources (how much the model reads
+    its source: `stall.source_gain`). Written once to `cross_entropy.json` and returned. For a continuous head
     it is the cross-entropy of its decoding posterior (`scoring="posterior"`), which no
     categorical head's compares with (`continuous: true`); for other scorings, the mean
     step score (`log_probabilities: false`)."""
@@ -146,7 +148,21 @@ def score_run(run_dir, log=print):
         tokens = sum(r["tokens"] for r in results)
         scores[split] = {"cross_entropy": -sum(r["log_prob"] for r in results) / tokens,
                          "tokens": tokens, "sentences": len(results),
-                         "truncated": len(scorer.truncated_indices)}
+                         "truncated": len(scorer.truncated_indices),
+                         # Per sentence, for intervals over sentences (`study.combined`).
+                         "sentence_nll": [round(-r["log_prob"], 4) for r in results],
+                         "sentence_tokens": [r["tokens"] for r in results]}
+        if split == "dev":
+            # The same references after sources of other sentences (each paired with the
+            # source half the split away): a model that does not read its source (the
+            # unigram or language-model plateau) scores them alike (`stall.source_gain`).
+            half = len(pairs.sources) // 2
+            others = pairs.sources[half:] + pairs.sources[:half]
+            mismatched = scorer.score(others, pairs.targets)
+            scores[split]["mismatched_source_cross_entropy"] = (
+                -sum(r["log_prob"] for r in mismatched) / tokens)
+            scores[split].update(_unigram_scores(preset, target_tokenizer, pairs.targets,
+                                                 scores["continuous"]))
     del model, scorer
     keras.backend.clear_session()
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -155,6 +171,23 @@ def score_run(run_dir, log=print):
     log(f"[study] {run_dir}: dev cross-entropy {scores['dev']['cross_entropy']:.4f} nats per "
         "token by forced decoding")
     return scores
+
+
+def _unigram_scores(preset, target_tokenizer, references, continuous):
+    """`{"unigram_entropy", "unigram_loss"}` of `references` in the run's pieces
+    (`stall.unigram_levels`: the unigram plateau, in the dev loss's units); `{}` where
+    the run's dev loss is not a cross-entropy (a continuous head, another loss)."""
+    from tf_outheads.data.special_tokens import EOS_ID
+    from tf_outheads_zoo.study.stall import unigram_levels
+
+    train = preset["train"]
+    if continuous or train.get("loss"):
+        return {}
+    pieces = [piece for row in target_tokenizer.tokenize(list(references)).to_list()
+              for piece in row + [EOS_ID]]
+    entropy, loss = unigram_levels(pieces, target_tokenizer.vocab_size,
+                                   train.get("label_smoothing") or 0.0)
+    return {"unigram_entropy": entropy, "unigram_loss": loss}
 
 
 def record_run(run_dir, runs_dir, records_dir, log=print):
@@ -297,11 +330,20 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
 
 
 def _run_progress(run_dir, study):
-    """`step 1500/1500, dev BLEU 12.31` of a finished run (its results.json)."""
+    """`step 1500/1500, dev BLEU 12.31, source gain 2.10 nats per token` of a finished run
+    (its results.json), or `... STALLED (why)` (`stall.stall_check`)."""
     with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
         results = json.load(f)
+    from tf_outheads_zoo.study.stall import stall_check
+
     budget = f"/{study.steps}" if not study.minutes else f" in {study.minutes:g} min"
-    return f"step {results['steps']}{budget}, dev BLEU {primary_score(results, 'dev'):.2f}"
+    line = f"step {results['steps']}{budget}, dev BLEU {primary_score(results, 'dev'):.2f}"
+    check = stall_check(run_dir)
+    if check["stalled"]:
+        line += " STALLED (" + "; ".join(check["reasons"]) + ")"
+    elif check["source_gain"] is not None:
+        line += f", source gain {check['source_gain']:.2f} nats per token"
+    return line
 
 
 def _duration(seconds):

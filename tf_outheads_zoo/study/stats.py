@@ -1,9 +1,9 @@
 """The statistics of a study: each run's BLEU, the paired tests of an arm's seeds against
-a baseline's runs of the same seeds, and whether a paper's claim held (`claim_verdict`);
-effects over seeds with their interval, minimum detectable effect and three-state verdict
-(`seed_effect`), which the claims' verdicts use.
+a baseline's runs of the same seeds, the dev cross-entropy of a run and its kind; effects
+over seeds with their interval, minimum detectable effect and three-state verdict
+(`seed_effect`). `combined` adds the test sentences' noise; `verdicts` judges claims.
 
-An arm's *summary*, as `report.study_report` builds it and `claim_verdict` reads it, is a
+An arm's *summary*, as `report.study_report` builds it and `verdicts.claim_verdict` reads it, is a
 dict: `seeds` (sorted), `dev` and `test` (BLEU per seed, in that order), `dev_ce` (the
 last dev cross-entropy per seed) and `ce_kind` (what it measures: `dev_cross_entropy`),
 and against a baseline `deltas` (test BLEU minus the baseline run's of the same seed)
@@ -98,8 +98,10 @@ def dev_cross_entropy(run_dir):
     the output layer's loss on dev at the last evaluation of its history.csv
     (`val_logits_loss` where the model has an auxiliary head such as ReWE, whose total
     `val_loss` adds that head's weighted loss; else `val_loss`), label-smoothed where
-    training is. `kind` says what it measures ("full cross-entropy, label smoothing
-    0.1", "vmf"...): only runs of the same kind compare."""
+    training is; an auxiliary head's from those records is its own kind, averaged
+    otherwise than `val_loss` (by sentences over batches, fixed in issue 53). `kind`
+    says what it measures ("full cross-entropy, label smoothing 0.1", "vmf"...): only
+    runs of the same kind compare."""
     from tf_outheads_zoo.stored import read_stored_preset
 
     scores = forced_scores(run_dir)
@@ -121,7 +123,18 @@ def dev_cross_entropy(run_dir):
     else:
         kind = (f"{'sampled' if train.get('sampled_softmax') else 'full'} cross-entropy, "
                 f"label smoothing {train['label_smoothing']:g}")
+    if _has_column(run_dir, "val_logits_loss"):
+        # Before issue 53 a model with an auxiliary head logged its output layer's dev
+        # loss as a mean of batch means weighted by sentences, where `val_loss` is
+        # weighted by tokens: its own kind, never compared with a plain arm's.
+        kind += ", batch means weighted by sentences (an auxiliary head's, before issue 53)"
     return losses[-1], kind
+
+
+def _has_column(run_dir, name):
+    path = os.path.join(run_dir, "history.csv")
+    with open(path, encoding="utf-8") as f:
+        return name in f.readline().strip().split(",")
 
 
 def forced_scores(run_dir):
@@ -158,38 +171,6 @@ def paired_improvements(arm, baseline, key):
             if seed in base and value is not None and base[seed] is not None]
 
 
-def claim_verdict(arm, baseline, claim):
-    """Whether a claim held, from the seeds both arms ran: the t interval over seeds of
-    the test BLEU improvement against `claim.threshold` (`seed_effect`): **holds**
-    (the interval above it), **contradicted** (below it) or **inconclusive** (with the
-    seeds that would settle it). The dev cross-entropy (far less noisy) gets its own
-    verdict where both arms train the same loss; sacrebleu's per-seed paired bootstrap
-    p-values (`arm["p_test"]`, against the claim's baseline) follow: they measure the
-    test set's noise for one pair of runs, not the seeds'."""
-    if not arm or not baseline:
-        return "**not measured yet**"
-    deltas = paired_improvements(arm, baseline, "test")
-    if not deltas:
-        return "**not measured yet** (no seed that both arms ran)"
-    effect = seed_effect(deltas, claim.threshold)
-    against = f" (threshold {claim.threshold:+g})" if claim.threshold else ""
-    text = f"**{effect.verdict}**{against}: test BLEU {effect.text()}"
-    if arm.get("ce_kind") and arm.get("ce_kind") == baseline.get("ce_kind"):
-        ce = paired_improvements(baseline, arm, "dev_ce")  # lower is better: baseline - arm
-        if ce:
-            ce_effect = seed_effect(ce)
-            text += (f". Dev cross-entropy ({arm['ce_kind']}; Δ = baseline − arm, lower "
-                     f"is better): **{ce_effect.verdict}**, "
-                     f"{ce_effect.text(unit='nats', digits=3)}")
-    elif arm.get("ce_kind"):
-        text += (f". Dev cross-entropy not compared: {arm['ce_kind']} against "
-                 f"{baseline.get('ce_kind')}")
-    if arm.get("p_test"):
-        text += ("; paired bootstrap per seed (test-set noise only): p = "
-                 + " / ".join(f"{p:.3f}" for p in arm["p_test"]))
-    return text
-
-
 # -- effects over seeds ---------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +195,9 @@ class SeedEffect:
             seeds that would settle it if the observed mean and spread are the true
             ones); `None` when settled, unknown (below 2 seeds, a mean on the
             threshold) or above `MAX_SEEDS`.
+        seeds_needed_upper: the same at the 80 % upper confidence bound of the
+            spread, sd·sqrt((n − 1)/χ²_{0.2, n−1}): with 2 degrees of freedom the
+            observed sd can be far below the true one.
     """
 
     seeds: int
@@ -226,6 +210,7 @@ class SeedEffect:
     threshold: float
     verdict: str
     seeds_needed: int | None
+    seeds_needed_upper: int | None = None
 
     def text(self, unit="BLEU", digits=2):
         """One line: `Δ +1.20 BLEU [+0.40, +2.00] over 5 seeds, p = 0.012; ...` (the
@@ -237,7 +222,10 @@ class SeedEffect:
         if not math.isnan(self.mde):
             line += f"; detectable at {POWER:.0%} power: {self.mde:.{digits}f} {unit}"
         if self.verdict == "inconclusive":
-            line += (f"; about {self.seeds_needed} seeds would settle it"
+            upper = (f"up to {self.seeds_needed_upper}" if self.seeds_needed_upper
+                     else f"more than {MAX_SEEDS}")
+            line += (f"; about {self.seeds_needed} seeds would settle it at the observed "
+                     f"spread, {upper} if it was underestimated"
                      if self.seeds_needed else
                      f"; no number of seeds up to {MAX_SEEDS} would settle it at this "
                      "spread" if self.seeds >= 2 else "")
@@ -301,17 +289,26 @@ def seed_effect(improvements, threshold=0.0, alpha=ALPHA, power=POWER):
         p_value = 1.0 if mean == threshold else 0.0
     verdict = "holds" if low > threshold else "contradicted" if high < threshold \
         else "inconclusive"
-    needed = None
+    needed = upper = None
     distance = abs(mean - threshold)
-    if (verdict == "inconclusive" and sd > 0 and distance > 0
-            and detectable_effect(MAX_SEEDS, sd, alpha, power) <= distance):
-        # The detectable effect falls with the seeds: the first count that reaches it.
-        low_seeds, needed = n, MAX_SEEDS
-        while needed - low_seeds > 1:
-            middle = (low_seeds + needed) // 2
-            if detectable_effect(middle, sd, alpha, power) <= distance:
-                needed = middle
-            else:
-                low_seeds = middle
+    if verdict == "inconclusive" and sd > 0 and distance > 0:
+        needed = _seeds_to_detect(sd, n, distance, alpha, power)
+        upper = _seeds_to_detect(sd * math.sqrt((n - 1) / stats.chi2.ppf(0.2, n - 1)), n,
+                                 distance, alpha, power)
     return SeedEffect(n, mean, sd, low, high, p_value, detectable_effect(n, sd, alpha, power),
-                      threshold, verdict, needed)
+                      threshold, verdict, needed, upper)
+
+
+def _seeds_to_detect(sd, seeds, distance, alpha, power):
+    """The first seed count above `seeds` whose detectable effect (`detectable_effect`,
+    which falls with the seeds) reaches `distance`, or None beyond `MAX_SEEDS`."""
+    if detectable_effect(MAX_SEEDS, sd, alpha, power) > distance:
+        return None
+    low_seeds, needed = seeds, MAX_SEEDS
+    while needed - low_seeds > 1:
+        middle = (low_seeds + needed) // 2
+        if detectable_effect(middle, sd, alpha, power) <= distance:
+            needed = middle
+        else:
+            low_seeds = middle
+    return needed
