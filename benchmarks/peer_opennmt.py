@@ -1,23 +1,21 @@
 """tf_outheads against OpenNMT-py 3.5.1 on the same data, pieces, model shape and steps.
 
-Trains a zoo preset (`tf-outheads train`) and OpenNMT-py's model of the same
-shape, one after the other, on the same cleaned splits cut into the same
-SentencePiece pieces, for the same number of steps; then prints, for each:
-greedy dev BLEU every `--eval-every` steps (sacrebleu against the stripped
-references the zoo trains on), training target tokens/s and greedy decoding
-sentences/s (whole process, `--decode-copies` copies of the dev set, the median of
-`--decode-repeats` runs per side, alternated), and
-our/peer ratios (above 1: we are faster), and the GFLOP/s of both (matrix products
+Trains a zoo preset (`tf-outheads train`) and OpenNMT-py's model of the same shape, one
+after the other, on the same cleaned splits cut into the same SentencePiece pieces, for
+the same steps; then prints, for each: greedy dev BLEU every `--eval-every` steps
+(sacrebleu against the stripped references the zoo trains on), training target tokens/s
+and greedy decoding sentences/s (whole process, `--decode-copies` copies of the dev set,
+the median of `--decode-repeats` runs per side, alternated), our/peer ratios (above 1: we
+are faster), and the GFLOP/s of both (matrix products
 counted from the shapes, `forward_flops`) against this machine's float32 matmul speed
 (`matmul_peak_gflops`). Writes JSON with `train_ratio` and `decode_ratio` for each seed
 and their medians.
 
-OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make
-one: benchmarks/docs/peer_opennmt.md). Not part of CI. Runs resume:
-each side of each seed lives in its own directory under `--work-dir`, and a
-side that finished (its `result.json` exists) is not run again, so a study
-interrupted by the end of a session loses at most the run in progress (ours
-resumes from its backups).
+OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make one:
+benchmarks/docs/peer_opennmt.md). Not part of CI. Runs resume: each side of each seed
+lives in its own directory under `--work-dir`, and a side that finished (its
+`result.json` exists) is not run again, so a study interrupted by the end of a session
+loses at most the run in progress (ours resumes from its backups).
 
 The peer's model (`peer_config`): for an LSTM preset it follows
 `shared/peers/opennmt-py-lstm-cpu.yaml`:
@@ -25,10 +23,10 @@ brnn encoder (hidden // 2 per direction), an input-feeding LSTM decoder, global
 "general" attention, dropout on embeddings / between layers / on the attentional
 state, Adam (β2 0.999, ε 1e-8), global gradient-norm clipping, label smoothing,
 token batches normalised by target tokens, uniform(±0.1) initialisation (its
-`param_init`), `share_decoder_embeddings` for a tied head. For a pre-norm Transformer preset
-(`transformer-cpu`) it is OpenNMT-py's Transformer of the same sizes, dropouts, Adam β2
-and inverse-square-root ("noam") schedule. Only the heads OpenNMT-py has (`softmax`,
-`tied`) can be compared.
+`param_init`), `share_decoder_embeddings` for a tied head, the preset's constant rate or
+"noam" warm-up. For a pre-norm Transformer preset (`transformer-cpu`): OpenNMT-py's
+Transformer of the same sizes, dropouts, Adam β2 and "noam" schedule. Only the heads
+OpenNMT-py has (`softmax`, `tied`) can be compared.
 """
 
 import csv
@@ -162,13 +160,20 @@ def peer_vocab_size(vocab_path):
 
 
 def peer_model_lstm(model, train):
-    """brnn encoder, input-feeding LSTM decoder with "general" attention, uniform(±0.1)
-    initialisation, Adam at a constant rate (the zoo's LSTM presets)."""
+    """brnn encoder, input-feeding LSTM decoder with "general" attention, U(±0.1) init,
+    Adam at a constant rate or the preset's inverse-sqrt warm-up as "noam" (d = hidden)."""
     if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
         raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
                          "feeding")
-    if train.get("learning_rate_schedule"):
-        raise SystemExit("peer_opennmt: the LSTM peer set-up has a constant learning rate")
+    schedule = train.get("learning_rate_schedule") or {}
+    if schedule and (schedule.get("name") != "inverse_sqrt"
+                     or schedule.get("model_dim", model["hidden_dim"]) != model["hidden_dim"]):
+        raise SystemExit("peer_opennmt: the LSTM peer set-up has a constant rate or the "
+                         f"inverse-sqrt (noam) schedule of the hidden size; received "
+                         f"{schedule!r}")
+    rate = ({"learning_rate": schedule.get("scale", 1.0), "decay_method": "noam",
+             "warmup_steps": schedule["warmup_steps"]} if schedule else {"learning_rate":
+            train["learning_rate"], "decay_method": "none", "start_decay_steps": 1000000})
     return {
         "encoder_type": "brnn" if model["bidirectional_encoder"] else "rnn",
         "decoder_type": "rnn", "rnn_type": "LSTM",
@@ -177,9 +182,7 @@ def peer_model_lstm(model, train):
         "hidden_size": model["hidden_dim"], "word_vec_size": model["embedding_dim"],
         "global_attention": "general", "input_feed": 1, "bridge": "false",
         "dropout": [model["dropout"]],
-        "param_init": 0.1,
-        "optim": "adam", "learning_rate": train["learning_rate"], "decay_method": "none",
-        "start_decay_steps": 1000000, "adam_beta1": 0.9,
+        "param_init": 0.1, "optim": "adam", **rate, "adam_beta1": 0.9,
         "adam_beta2": train.get("adam_beta_2") or 0.999,
     }
 

@@ -99,3 +99,26 @@ def test_a_record_from_before_the_guard_is_not_checked_never_healthy(tmp_path):
     assert check["stalled"] is None and stall_label(check) == "not checked"
     assert stall_check(_run(tmp_path, "none", [4.6, 3.9]))["stalled"] is None
     assert check["source_gain"] is None and check["plateau"] is None
+
+
+def test_seeds_added_after_a_study_started_are_logged_recorded_and_named(tmp_path):
+    """Issue 53: a study's seeds are fixed when it first starts; seeds a later start adds
+    are optional stopping if chosen after looking, so they are said and kept."""
+    from tf_outheads_zoo.study.definition import added_seeds
+    from tf_outheads_zoo.study.runner import _record_seed_plan
+
+    runs = str(tmp_path / "runs")
+    lines = []
+    _record_seed_plan(runs, {"tied": (1234, 1, 2), "joint": (1234, 1, 2)}, lines.append)
+    _record_seed_plan(runs, {"tied": (1234, 1, 2), "joint": (1234, 1, 2)}, lines.append)
+    assert lines == [] and added_seeds(runs) == []
+    _record_seed_plan(runs, {"tied": (1234, 1, 2), "joint": (1234, 1, 2, 3, 4)},
+                      lines.append)
+    (line,) = lines
+    assert "seeds 3, 4 of arm joint were not in the study when it started" in line
+    assert "optional stopping" in line
+    ((entry),) = added_seeds(runs)
+    assert (entry["arm"], entry["seeds"]) == ("joint", [3, 4])
+    # Said once: the same seeds again add nothing.
+    _record_seed_plan(runs, {"joint": (1234, 1, 2, 3, 4)}, lines.append)
+    assert len(lines) == 1 and len(added_seeds(runs)) == 1

@@ -104,6 +104,9 @@ def _fake_study_runs(runs_dir, study, corpus, arms=("weak", "strong", "sweep"), 
 
 def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_path):
     output = tmp_path / "docs" / "results.md"
+    with open(os.path.join(toy_runs, "plan.json"), "w") as f:  # as runner.run_study keeps it
+        json.dump({"seeds": {"weak": [1234]}, "added": [
+            {"arm": "weak", "seeds": [1, 2], "time": "2026-11-28T10:00:00+0000"}]}, f)
     study_module.write_results(os.path.dirname(toy_runs), str(output), studies=["toy"],
                                samples=200)
     text = output.read_text(encoding="utf-8")
@@ -152,6 +155,8 @@ def test_results_page_reports_means_p_values_claims_and_figures(toy_runs, tmp_pa
     assert re.search(r"strong beats weak .*Holm-adjusted p = [\d.e-]+ \(family of 6\)", text)
     assert "Dev cross-entropy (full cross-entropy, label smoothing" in text
     assert "bs:200" in text and "seed:12345" in text
+    assert ("**Seeds added after the study started** (`plan.json`; seeds chosen after "
+            "looking at the intervals make them too narrow): weak 1, 2 (2026-11-28") in text
     for figure in ("toy_dev_bleu.svg", "toy_loss.svg"):
         assert (tmp_path / "docs" / "results" / figure).exists()
         assert f"(results/{figure})" in text

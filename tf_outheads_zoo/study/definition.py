@@ -24,11 +24,13 @@ TOKENIZER_SEED = 1234
 # The seeds of a study file that names none.
 DEFAULT_SEEDS = (1234, 1, 2)
 # What a run directory holds besides the arms' runs: no arm may be called so.
-RESERVED_NAMES = ("tokenizers", "results", "results.md", "results.json", "winner")
+RESERVED_NAMES = ("tokenizers", "results", "results.md", "results.json", "winner", "plan.json")
 # Each run's settings, written before it trains (`run_settings`).
 SETTINGS_FILE = "study_run.json"
 # Each finished run's dev/test cross-entropy by forced decoding (`runner.score_run`).
 CROSS_ENTROPY_FILE = "cross_entropy.json"
+# A study's seeds as it first started, and seeds added later (`runner.run_study`).
+PLAN_FILE = "plan.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,3 +188,13 @@ def write_run_settings(run_dir, settings):
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(settings, f, indent=2)
     os.replace(path + ".tmp", path)
+
+
+def added_seeds(runs_dir):
+    """`[{"arm", "seeds", "time"}]`: seeds that a later start of a study added to those it
+    first started with (`PLAN_FILE`, written by `runner.run_study`); [] without it."""
+    path = os.path.join(runs_dir, PLAN_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("added", [])

@@ -11,7 +11,7 @@ import platform
 import statistics
 
 from tf_outheads_zoo.study.definition import (
-    DEFAULT_RUNS_DIR, RECORDS_DIR, Claim, finished_runs)
+    DEFAULT_RUNS_DIR, RECORDS_DIR, Claim, added_seeds, finished_runs)
 from tf_outheads_zoo.study.combined import adjusted_verdict, holm, sentence_bleu_statistics
 from tf_outheads_zoo.study.file import STUDIES, get_study
 from tf_outheads_zoo.study.stall import stall_check
@@ -140,6 +140,12 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
     if unchecked:
         lines += ["", "Not checked for stalls (records from before the check): "
                   + ", ".join(unchecked) + "."]
+    added = added_seeds(runs_dir)
+    if added:
+        lines += ["", "**Seeds added after the study started** (`plan.json`; seeds chosen "
+                  "after looking at the intervals make them too narrow): " + "; ".join(
+                      f"{e['arm']} {', '.join(map(str, e['seeds']))} ({e['time']})"
+                      for e in added) + "."]
     kinds = {}
     for label, values in summary.items():
         if values["ce_kind"]:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from tf_outheads_zoo.study.definition import (
-    CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE,
+    CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, PLAN_FILE, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE,
     TOKENIZER_SEED, arm_run_dir, budget_name, check_run_settings, run_settings, short_hash,
     study_seeds, write_run_settings)
 from tf_outheads_zoo.study.file import get_study
@@ -212,6 +212,11 @@ def record_run(run_dir, runs_dir, records_dir, log=print):
     for name in names:
         shutil.copyfile(os.path.join(run_dir, name), os.path.join(target, name + ".tmp"))
         os.replace(os.path.join(target, name + ".tmp"), os.path.join(target, name))
+    plan = os.path.join(runs_dir, PLAN_FILE)
+    if os.path.exists(plan):
+        shutil.copyfile(plan, os.path.join(records_dir, PLAN_FILE + ".tmp"))
+        os.replace(os.path.join(records_dir, PLAN_FILE + ".tmp"),
+                   os.path.join(records_dir, PLAN_FILE))
     for split in ("dev", "test"):
         path = os.path.join(target, f"{split}.ref")
         with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -303,6 +308,7 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
              for arm in arms if index < len(arm_seeds[arm])]
     for arm, seed in order:
         check_run_settings(arm_run_dir(runs_dir, arm, seed), run_settings(study, arm, seed))
+    _record_seed_plan(runs_dir, arm_seeds, log)
     todo = [(arm, seed) for arm, seed in order if not os.path.exists(
         os.path.join(arm_run_dir(runs_dir, arm, seed), "results.json"))]
     log(f"[study] {name}: {len(order)} runs ({len(order) - len(todo)} finished earlier), "
@@ -327,6 +333,39 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
             + (f"study ETA {_duration(statistics.fmean(durations) * len(todo))} "
                f"({len(todo)} run(s) left)" if todo else "study done"))
     return study
+
+
+def _record_seed_plan(runs_dir, arm_seeds, log=print):
+    """The seeds of every arm as the study first started (`runs_dir/PLAN_FILE`), and any
+    seed a later start adds (`added`: arm, seeds, time), said in the log: seeds added
+    after looking at an interval until it clears 0 are optional stopping, and the page
+    names them (`report.study_report`)."""
+    import time
+
+    path = os.path.join(runs_dir, PLAN_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            plan = json.load(f)
+    else:
+        plan = {"seeds": {arm: list(seeds) for arm, seeds in arm_seeds.items()},
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "added": []}
+    known = {arm: set(seeds) for arm, seeds in plan["seeds"].items()}
+    for entry in plan["added"]:
+        known.setdefault(entry["arm"], set()).update(entry["seeds"])
+    for arm, seeds in arm_seeds.items():
+        new = [seed for seed in seeds if seed not in known.get(arm, set())]
+        if new and arm in plan["seeds"]:
+            plan["added"].append({"arm": arm, "seeds": new,
+                                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            log(f"[study] seeds {', '.join(map(str, new))} of arm {arm} were not in the "
+                "study when it started: seeds added after looking at the intervals are "
+                "optional stopping (the page names them)")
+        elif new:
+            plan["seeds"][arm] = list(seeds)
+    os.makedirs(runs_dir, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(plan, f, indent=2)
+    os.replace(path + ".tmp", path)
 
 
 def _run_progress(run_dir, study):
