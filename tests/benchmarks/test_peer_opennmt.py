@@ -71,6 +71,17 @@ def test_peer_config_follows_the_preset(peer, tmp_path):
     assert tied["batch_size"] == 2048 and tied["label_smoothing"] == 0.1
     assert tied["learning_rate"] == 5e-3 and tied["dropout"] == [0.1]
     assert (tied["train_steps"], tied["save_checkpoint_steps"], tied["seed"]) == (1500, 300, 7)
+    assert (tied["decay_method"], tied["start_decay_steps"]) == ("none", 1000000)
+    # A preset's inverse-sqrt warm-up is OpenNMT-py's noam over the hidden size, as ours.
+    warm = peer.peer_config(get_preset("lstm-cpu-tied", {"train.learning_rate_schedule": {
+        "name": "inverse_sqrt", "warmup_steps": 200, "scale": 1.13}}), data, str(tmp_path),
+        600, 300, 7)
+    assert (warm["decay_method"], warm["warmup_steps"], warm["learning_rate"]) == (
+        "noam", 200, 1.13)
+    with pytest.raises(SystemExit, match="inverse-sqrt"):
+        peer.peer_config(get_preset("lstm-cpu-tied", {"train.learning_rate_schedule": {
+            "name": "inverse_sqrt", "warmup_steps": 200, "model_dim": 512}}), data,
+            str(tmp_path), 600, 300, 7)
     untied = peer.peer_config(get_preset("lstm-cpu-softmax"), data, str(tmp_path), 300, 300, 1)
     assert untied["share_decoder_embeddings"] == "false"
     yaml = peer._yaml(untied)
