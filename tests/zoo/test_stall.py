@@ -93,6 +93,16 @@ def test_a_run_on_the_unigram_plateau_at_half_its_budget_is_flagged(tmp_path):
     assert check["stalled"] is False
 
 
+def test_scores_that_are_not_log_probabilities_are_not_read_as_nats(tmp_path):
+    run_dir = _run(tmp_path, "cosine", [4.6, 3.9], {
+        "cross_entropy": -0.8, "mismatched_source_cross_entropy": -0.7})
+    with open(f"{run_dir}/cross_entropy.json") as f:
+        scores = json.load(f)
+    with open(f"{run_dir}/cross_entropy.json", "w") as f:
+        json.dump(dict(scores, log_probabilities=False), f)
+    assert stall_check(run_dir)["stalled"] is None
+
+
 def test_a_record_from_before_the_guard_is_not_checked_never_healthy(tmp_path):
     old = _run(tmp_path, "old", [4.6, 3.9], {"cross_entropy": 2.6})
     check = stall_check(old)

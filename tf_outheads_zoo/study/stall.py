@@ -95,7 +95,10 @@ def stall_check(run_dir):
         with open(path, encoding="utf-8") as f:
             scores = json.load(f)
     dev = (scores or {}).get("dev", {})
-    if dev.get("mismatched_source_cross_entropy") is not None:
+    # Only log-probabilities are nats (a continuous head's cosine or likelihood scoring
+    # is another scale: `runner.score_run`'s `log_probabilities`).
+    if (dev.get("mismatched_source_cross_entropy") is not None
+            and (scores or {}).get("log_probabilities", True)):
         ran = True
         gain = dev["mismatched_source_cross_entropy"] - dev["cross_entropy"]
         if gain < MIN_SOURCE_GAIN:
