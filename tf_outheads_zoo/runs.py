@@ -373,9 +373,13 @@ def average_run(run_dir, last, output=None):
 def export_run(run_dir, output, **options):
     """`tf-outheads export`: the SavedModel of a trained run (raw strings in, translations
     out) in `output`, its signatures' defaults the run's decoding settings unless given in
-    `options` (`tf_outheads.export.export_options`' names); returns its path."""
+    `options` (`tf_outheads.export.export_options`' names); returns its path. An older
+    export at `output` is replaced whole (`tf_outheads.export.atomic`); a directory that is
+    not an export is refused before the run is loaded."""
     from tf_outheads.export import export_options, export_translator
+    from tf_outheads.export.atomic import check_export_directory
 
+    check_export_directory(output)  # a directory it would not overwrite: before the load
     model, source_tokenizer, target_tokenizer, preset = load_run(run_dir)
     settings = export_options(preset["decode"])
     settings.update({k: v for k, v in options.items() if v is not None})

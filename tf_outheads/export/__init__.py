@@ -4,7 +4,9 @@
 SavedModel whose `serving_default` signature translates a batch of raw source
 strings with everything inside the graph (tokenization, search, detokenization,
 `<unk>` replacement); `TranslatorModule` is the same as a `tf.Module`. See
-`serving/README.md` for TF Serving.
+`serving/README.md` for TF Serving. The directory is written whole, then
+renamed into place (`tf_outheads.export.atomic`): a killed export never
+leaves a partly written one.
 """
 
 from tf_outheads.export.translator_module import DEFAULT_BEAM_SIZES

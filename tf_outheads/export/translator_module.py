@@ -98,6 +98,7 @@ from tf_outheads.data.tokenizer import SubwordTokenizer
 from tf_outheads.decoding.graph import OPTION_NAMES, TranslationGraph
 from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, check_num_hypotheses
 from tf_outheads.decoding.scoring import Scorer
+from tf_outheads.export.atomic import check_export_directory, replace_directory
 from tf_outheads.models.seq2seq import inference_model
 from tf_outheads.validation import positive_int
 
@@ -448,10 +449,18 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
     serves under TF Serving (`serving/README.md`). The model's `.keras` file
     is not touched.
 
+    `path` is never partly written (`tf_outheads.export.atomic`): the export
+    is written whole into a hidden sibling (`.1.tmp-<pid>-<hex>`), then renamed
+    into place; an older export at `path` is replaced as a whole (files it
+    holds go with it) and stays complete until then, whatever stops the
+    process. A killed export's hidden sibling is removed by the next export to
+    the same `path`.
+
     Args:
         model, source_tokenizer, target_tokenizer: as `Translator`.
         path: str or path-like. Directory to write (for TF Serving, a
-            numbered version directory: `models/translator/1`).
+            numbered version directory: `models/translator/1`): absent, empty,
+            or an older export, which is replaced.
         beam_size, length_penalty, num_hypotheses, replace_unk, beam_sizes,
         max_source_length, max_length_ratio, max_length_offset,
         max_input_bytes, max_request_sources, max_request_pieces, eos_bias,
@@ -467,6 +476,10 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
     Raises:
         ValueError: an option out of range, named with the value received
             (as `TranslatorModule`), before anything is written.
+        FileExistsError: `path` is not a directory, or a non-empty directory
+            that is not an export (no `saved_model.pb`), or an export holding
+            files an export does not write: it would not be overwritten
+            (refused before anything is written).
 
     Example:
 
@@ -476,6 +489,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
                       beam_size=5, length_penalty=0.6)
     ```
     """
+    path = os.fspath(path)
+    check_export_directory(path)  # before the module's seconds of work
     module = TranslatorModule(
         model, source_tokenizer, target_tokenizer, beam_size=beam_size,
         length_penalty=length_penalty, num_hypotheses=num_hypotheses, replace_unk=replace_unk,
@@ -484,13 +499,20 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
         max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
         max_request_pieces=max_request_pieces, eos_bias=eos_bias, block_repeats=block_repeats,
         quantize=quantize)
-    path = os.fspath(path)
-    tf.saved_model.save(module, path, signatures=module.signatures())
-    config_path = os.path.join(path, CONFIG_PATH)
+
+    def write(directory):
+        tf.saved_model.save(module, directory, signatures=module.signatures())
+        write_config(directory, module.config())
+
+    return replace_directory(path, write)
+
+
+def write_config(directory, config):
+    """`config` as `directory/assets.extra/tf_outheads_export.json`."""
+    config_path = os.path.join(directory, CONFIG_PATH)
     os.makedirs(os.path.dirname(config_path), exist_ok=True)
     with open(config_path, "w", encoding="utf-8") as stream:
-        json.dump(module.config(), stream, indent=2)
-    return path
+        json.dump(config, stream, indent=2)
 
 
 def export_options(decode_config):
