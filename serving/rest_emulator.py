@@ -31,21 +31,38 @@ else 256) once parsed, before any tensor is made; and more subword pieces
 than its `max_request_pieces`, which the graph refuses after tokenizing.
 The body cap is the stand-in's own (set one in a proxy in front of TF
 Serving); TF Serving answers the graph's refusals (sources and pieces) with
-HTTP 400 and the same message.
+HTTP 400 and the same message. A body nesting arrays and objects deeper than
+64 levels is refused with HTTP 400 (`"JSON Parse error: arrays and objects
+nested 100000 levels deep; this server reads at most 64"`), judged before it
+is parsed, so `json.loads` never recurses deeply.
 
-Imports only TensorFlow and tensorflow-text:
+Many clients at once: a (daemon) thread per connection, at most `--max-connections`
+(256); more wait in the listen backlog (1024), never reset. At most `--max-queued` (64)
+`:predict` requests are read and waiting for or running the model; one more gets HTTP
+503 and `{"error": "Server busy: ..."}` (`Retry-After: 1`) at once, as TF Serving answers
+a full batching queue. At most `--max-concurrent-calls` (2) parse and call the model at
+once (bounded memory). A client silent for `--read-timeout` seconds (5) while sending
+its body gets HTTP 408 (in its headers: the connection is closed), holding one thread,
+nobody else's. `GET /v1/models/<name>` answers the model's status, as TF Serving does.
+
+Imports only TensorFlow, tensorflow-text and NumPy (which TensorFlow needs):
 
     python serving/rest_emulator.py --model-dir exports/translator/1 --port 8501
 """
 
 import argparse
 import base64
+import http
 import http.server
 import json
 import os
+import re
+import sys
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (registers the SentencePiece ops)
 
@@ -57,6 +74,18 @@ MAX_BODY_BYTES = 8 << 20
 MAX_REQUEST_SOURCES = 256
 EXPORT_CONFIG = os.path.join("assets.extra", "tf_outheads_export.json")
 TOO_LARGE = "Request too large:"
+BUSY = "Server busy:"
+# Deeper JSON is refused before parsing (a `:predict` body needs 4 levels).
+MAX_JSON_DEPTH = 64
+# Connections handled at once (one thread each); more wait in the listen backlog.
+MAX_CONNECTIONS = 256
+BACKLOG = 1024
+# `:predict` requests read and waiting for or running the model; more: HTTP 503.
+MAX_QUEUED = 64
+# Requests parsing their JSON and calling the model at the same time.
+MAX_CONCURRENT_CALLS = 2
+# Seconds a client may stay silent while sending its request.
+READ_TIMEOUT = 5.0
 
 
 def _value(value):
@@ -257,6 +286,39 @@ def predict(loaded, body, max_sources=None):
         return 400, {"error": message}
 
 
+# +1 for the bytes that open an array or object, -1 for those that close one.
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+_BRACKET_OR_QUOTE = _BRACKET_STEP != 0
+_BRACKET_OR_QUOTE[ord('"')] = True
+
+
+def json_depth(data):
+    """How deep JSON text nests arrays and objects, judged unparsed (`json.loads` recurses
+    that deep): the largest count of brackets open at once, those in strings skipped.
+
+    Vectorized, linear in `len(data)` whatever the nesting. Exact for valid JSON, and up
+    to where invalid JSON stops being valid (where `json.loads` stops).
+
+    Args:
+        data: bytes, JSON text (possibly invalid) in the UTF `json.loads` detects.
+    """
+    encoding = json.detect_encoding(data)
+    if encoding.startswith(("utf-16", "utf-32")):
+        # A byte of a UTF-16/32 code unit may look like a bracket: scan it as UTF-8.
+        try:
+            data = data.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
+        except UnicodeError:
+            return 0  # json.loads refuses it before parsing
+    # In UTF-8 no byte of a multibyte character is ASCII; without its escaped
+    # backslashes and quotes, a string is whatever lies between two quotes.
+    codes = np.frombuffer(data.replace(b"\\\\", b"").replace(b'\\"', b""), np.uint8)
+    codes = codes[_BRACKET_OR_QUOTE[codes]]  # all that matters here, often little
+    outside = np.cumsum(codes == ord('"'), dtype=np.uint8) % 2 == 0  # parity: uint8 is enough
+    return int(np.cumsum(_BRACKET_STEP[codes] * outside, dtype=np.int32).max(initial=0))
+
+
 def _content_length(headers):
     """The request's `Content-Length` as an int >= 0, or `ValueError`."""
     value = headers.get("Content-Length")
@@ -267,74 +329,236 @@ def _content_length(headers):
     return int(value)
 
 
+class _Stalled(Exception):
+    """The client sent `received` bytes of its body, then nothing (or closed)."""
+
+    def __init__(self, received):
+        super().__init__(received)
+        self.received = received
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """One connection (one request: HTTP/1.0), on its own thread; `self.server` a `Server`."""
+
+    def setup(self):
+        self.timeout = self.server.read_timeout  # every read and write of the socket
+        super().setup()
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        # TF Serving's model status: `GET /v1/models/<name>[/versions/<version>]`.
+        match = _STATUS_PATH.fullmatch(self.path.partition("?")[0])
+        if match is None:
+            return self._answer(404, {"error": f"unknown path {self.path}"})
+        version = self.server.version
+        if match["version"] not in (None, version):
+            return self._answer(404, {"error": "Servable not found for request: "
+                                               f"Specific({match['name']}, {match['version']})"})
+        self._answer(200, {"model_version_status": [{
+            "version": version, "state": "AVAILABLE",
+            "status": {"error_code": "OK", "error_message": ""}}]})
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        server = self.server
+        try:
+            length = _content_length(self.headers)
+        except ValueError as error:
+            # The body's end is unknown: answer, then close the connection.
+            self.close_connection = True
+            return self._answer(400, {"error": str(error)})
+        if length > server.max_body_bytes:
+            # Never read: answer, then close the connection.
+            self.close_connection = True
+            return self._answer(413, {"error": (
+                f"{TOO_LARGE} its body has {length} bytes; this server takes at most "
+                f"{server.max_body_bytes} (--max-body-bytes). Split it into smaller requests.")})
+        if not server.queued.acquire(blocking=False):
+            # Busy: the body is read and dropped (closing on unread bytes would reset
+            # the connection before the client reads the answer).
+            self.close_connection = True
+            try:
+                self._read_body(length, keep=False)
+            except _Stalled:
+                pass
+            return self._answer(503, {"error": (
+                f"{BUSY} {server.max_queued} requests are queued or running on the model "
+                "(--max-queued). Retry later.")}, {"Retry-After": "1"})
+        try:
+            try:
+                data = self._read_body(length)
+            except _Stalled as stalled:
+                self.close_connection = True
+                return self._answer(408, {"error": (
+                    f"Request timeout: the body stopped after {stalled.received} of the "
+                    f"{length} bytes of its Content-Length (nothing more for "
+                    f"{server.read_timeout:g} s, --read-timeout, or the client closed)")})
+            status, answer = self._predict(data)
+        finally:
+            server.queued.release()
+        self._answer(status, answer)
+
+    def _read_body(self, length, keep=True):
+        """The `length` bytes of the body (`keep=False`: read and dropped), or `_Stalled`."""
+        parts, received = [], 0
+        while received < length:
+            try:
+                chunk = self.rfile.read1(min(length - received, 1 << 16))
+            except (TimeoutError, ConnectionError):
+                chunk = b""
+            if not chunk:
+                raise _Stalled(received)
+            received += len(chunk)
+            if keep:
+                parts.append(chunk)
+        return b"".join(parts)
+
+    def _predict(self, data):
+        if not self.path.endswith(":predict"):
+            return 404, {"error": f"unknown path {self.path}"}
+        with self.server.calls:  # also bounds the scan's memory (at most ~12 bytes a byte)
+            depth = json_depth(data)
+            if depth > MAX_JSON_DEPTH:
+                return 400, {"error": f"JSON Parse error: arrays and objects nested {depth} "
+                                      f"levels deep; this server reads at most {MAX_JSON_DEPTH}"}
+            try:
+                body = json.loads(data)
+            except (ValueError, RecursionError) as error:  # also invalid UTF-8
+                return 400, {"error": f"JSON Parse error: {error}"}
+            try:
+                return predict(self.server.loaded, body, self.server.max_sources)
+            except Exception as error:  # pylint: disable=broad-except
+                # Never a dropped connection: say what went wrong.
+                return 500, {"error": f"{type(error).__name__}: {error}"}
+
+    def _answer(self, status, answer, headers=None):
+        data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client left (or stopped reading): nobody to tell
+            self.close_connection = True
+
+    def send_error(self, code, message=None, explain=None):
+        # http.server's own refusals (unknown method, bad request line, ...): JSON too.
+        self.close_connection = True
+        self._answer(code, {"error": message or explain or http.HTTPStatus(code).phrase})
+
+    def log_message(self, *args):
+        pass
+
+
+_STATUS_PATH = re.compile(r"/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[0-9]+))?/?")
+
+
+class Server(http.server.ThreadingHTTPServer):
+    """The REST stand-in: a thread per connection, bounded as the module docstring says.
+
+    Args:
+        address: `(host, port)`, port 0 for any free port.
+        loaded: the `tf.saved_model.load`ed model (anything with its `signatures`).
+        max_sources: int or `None`, see `predict`.
+        version: str, the version `GET /v1/models/<name>` reports.
+        Others: see `serve`.
+    """
+
+    daemon_threads = True
+    block_on_close = False  # closing never waits for a client
+
+    def __init__(self, address, loaded, max_sources=None, version="1", *,
+                 max_body_bytes=MAX_BODY_BYTES, max_connections=MAX_CONNECTIONS,
+                 max_queued=MAX_QUEUED, max_concurrent_calls=MAX_CONCURRENT_CALLS,
+                 read_timeout=READ_TIMEOUT, backlog=BACKLOG):
+        self.loaded, self.max_sources, self.version = loaded, max_sources, version
+        self.max_body_bytes, self.max_queued, self.read_timeout = (
+            max_body_bytes, max_queued, read_timeout)
+        self.request_queue_size = backlog  # listen()'s backlog, set in __init__
+        self.connections = threading.BoundedSemaphore(max_connections)
+        self.queued = threading.BoundedSemaphore(max_queued)
+        self.calls = threading.BoundedSemaphore(max_concurrent_calls)
+        self._active = 0
+        self._idle = threading.Condition()
+        self._closing = False
+        super().__init__(address, _Handler)
+
+    def process_request(self, request, client_address):
+        # A free thread slot first: meanwhile newer connections wait in the backlog.
+        while not self.connections.acquire(timeout=0.5):
+            if self._closing:
+                self.shutdown_request(request)
+                return
+        with self._idle:
+            self._active += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done()
+            self.shutdown_request(request)
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done()
+
+    def _done(self):
+        self.connections.release()
+        with self._idle:
+            self._active -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout=None):
+        """Wait until no connection is being handled; returns whether none is."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._active == 0, timeout)
+
+    def shutdown(self):
+        self._closing = True
+        super().shutdown()
+
+    def handle_error(self, request, client_address):
+        # One line, not a traceback (stderr may be a pipe nobody reads until the end).
+        error = sys.exc_info()[1]
+        if not isinstance(error, (ConnectionError, TimeoutError)):
+            print(f"rest_emulator: {type(error).__name__}: {error}", file=sys.stderr)
+
+
 def serve(model_dir, port=8501, host="127.0.0.1", max_requests=None, ready=None,
-          max_body_bytes=MAX_BODY_BYTES, max_sources=None):
+          max_body_bytes=MAX_BODY_BYTES, max_sources=None, **limits):
     """Serve `POST /v1/models/<name>:predict` on `host:port` (loopback by default).
 
     Args:
         model_dir: a SavedModel directory.
         port: int, 0 for any free port.
-        max_requests: stop after this many requests (`None`: never).
+        max_requests: stop after this many connections, once they are answered
+            (`None`: never).
         ready: optional callable `(port)`, called once listening.
         max_body_bytes: int. A larger `Content-Length` is refused (HTTP 413)
             before the body is read. Defaults to 8 MiB.
         max_sources: int or `None`. More sources per request are refused
             (HTTP 413); `None`: the export's `max_request_sources`.
+        **limits: `max_connections` (256), `max_queued` (64),
+            `max_concurrent_calls` (2), `read_timeout` (5 s), `backlog` (1024):
+            see the module docstring.
     """
     loaded = tf.saved_model.load(model_dir)
     if max_sources is None:
         max_sources = max_request_sources(model_dir)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (http.server's name)
-            try:
-                length = _content_length(self.headers)
-            except ValueError as error:
-                # The body's end is unknown: answer, then close the connection.
-                status, answer = 400, {"error": str(error)}
-                self.close_connection = True
-            else:
-                if length > max_body_bytes:
-                    # Never read: answer, then close the connection.
-                    status, answer = 413, {"error": (
-                        f"{TOO_LARGE} its body has {length} bytes; this server takes at most "
-                        f"{max_body_bytes} (--max-body-bytes). Split it into smaller requests.")}
-                    self.close_connection = True
-                else:
-                    status, answer = self._predict(self.rfile.read(length))
-            self._answer(status, answer)
-
-        def _predict(self, data):
-            if not self.path.endswith(":predict"):
-                return 404, {"error": f"unknown path {self.path}"}
-            try:
-                body = json.loads(data)
-            except ValueError as error:  # also invalid UTF-8
-                return 400, {"error": f"JSON Parse error: {error}"}
-            try:
-                return predict(loaded, body, max_sources)
-            except Exception as error:  # pylint: disable=broad-except
-                # Never a dropped connection: say what went wrong.
-                return 500, {"error": f"{type(error).__name__}: {error}"}
-
-        def _answer(self, status, answer):
-            data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    with http.server.HTTPServer((host, port), Handler) as server:
+    version = os.path.basename(os.path.normpath(model_dir))
+    with Server((host, port), loaded, max_sources, version if version.isdigit() else "1",
+                max_body_bytes=max_body_bytes, **limits) as server:
         if ready is not None:
             ready(server.server_address[1])
-        handled = 0
-        while max_requests is None or handled < max_requests:
-            server.handle_request()
-            handled += 1
+        if max_requests is None:
+            server.serve_forever()
+        else:
+            for _ in range(max_requests):
+                server.handle_request()
+            server.wait_idle()
 
 
 def main():
@@ -348,6 +572,18 @@ def main():
     parser.add_argument("--max-request-sources", type=int,
                         help="refuse (HTTP 413) more sources per request (default: the "
                              "export's max_request_sources, else 256)")
+    parser.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                        help="connections handled at once, a thread each; more wait in the "
+                             f"listen backlog ({BACKLOG}) (default {MAX_CONNECTIONS})")
+    parser.add_argument("--max-queued", type=int, default=MAX_QUEUED,
+                        help=":predict requests waiting for or running the model; more are "
+                             f"answered HTTP 503 (default {MAX_QUEUED})")
+    parser.add_argument("--max-concurrent-calls", type=int, default=MAX_CONCURRENT_CALLS,
+                        help="requests parsing and running the model at the same time "
+                             f"(default {MAX_CONCURRENT_CALLS})")
+    parser.add_argument("--read-timeout", type=float, default=READ_TIMEOUT,
+                        help="seconds a client may stay silent mid-request (body: HTTP 408; "
+                             f"default {READ_TIMEOUT:g})")
     args = parser.parse_args()
 
     def ready(port):
@@ -358,7 +594,9 @@ def main():
             os.replace(args.port_file + ".tmp", args.port_file)
 
     serve(args.model_dir, args.port, max_requests=args.max_requests, ready=ready,
-          max_body_bytes=args.max_body_bytes, max_sources=args.max_request_sources)
+          max_body_bytes=args.max_body_bytes, max_sources=args.max_request_sources,
+          max_connections=args.max_connections, max_queued=args.max_queued,
+          max_concurrent_calls=args.max_concurrent_calls, read_timeout=args.read_timeout)
 
 
 if __name__ == "__main__":
