@@ -70,6 +70,9 @@ def test_a_study_file_is_read_into_arms_that_carry_its_data(tmp_path):
     (("  tied:  {", "  tokenizers:  {"), "arms: an arm's name is its runs' directory"),
     (("  tied:  {", "  ../tied:  {"), "Received: '../tied'"),
     (("vocab_size: 300", "vocab_sise: 300"), "data.vocab_sise; did you mean data.vocab_size?"),
+    (("seeds: [1, 2]", "seeds: [1, 2, 1]"), "seeds must name each seed once; repeated: 1"),
+    (("tied:  {preset: lstm-tiny}", "tied:  {preset: lstm-tiny, seeds: [3, 3]}"),
+     "arms.tied.seeds must name each seed once; repeated: 3"),
 ])
 def test_a_wrong_study_file_names_the_file_and_the_key(tmp_path, change, message):
     old, new = change
@@ -77,6 +80,12 @@ def test_a_wrong_study_file_names_the_file_and_the_key(tmp_path, change, message
     with pytest.raises(ConfigError) as error:
         read_study_file(write(tmp_path, STUDY.replace(old, new)))
     assert message in str(error.value) and "study.yaml" in str(error.value)
+
+
+def test_seeds_given_twice_on_the_command_line_are_refused(tmp_path):
+    study = read_study_file(write(tmp_path, STUDY))
+    with pytest.raises(ValueError, match="--seeds must name each seed once .* Received: 1,2,1"):
+        study_seeds(study, "joint", [1, 2, 1])
 
 
 def test_a_margin_makes_a_not_worse_claim(tmp_path):

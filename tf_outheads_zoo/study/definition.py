@@ -88,7 +88,11 @@ def study_seeds(study, arm_name, seeds=None):
     arm = study.arms[arm_name]
     for chosen in (seeds, arm.seeds, study.seeds):
         if chosen is not None:
-            return tuple(chosen)
+            chosen = tuple(chosen)
+            if len(set(chosen)) != len(chosen):
+                raise ValueError(f"--seeds must name each seed once (a seed twice is one run "
+                                 f"counted twice). Received: {','.join(map(str, chosen))}")
+            return chosen
     return DEFAULT_SEEDS
 
 

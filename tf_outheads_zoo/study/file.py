@@ -54,6 +54,11 @@ def _seeds(value, where):
     if (not isinstance(value, list) or not value
             or not all(isinstance(s, int) and not isinstance(s, bool) for s in value)):
         raise ConfigError(f"{where} must be a non-empty list of ints. Received: {value!r}")
+    repeated = sorted({s for s in value if value.count(s) > 1})
+    if repeated:
+        # A seed twice would be one run counted twice (issue 54).
+        raise ConfigError(f"{where} must name each seed once; repeated: "
+                          f"{', '.join(map(str, repeated))}. Received: {value!r}")
     return tuple(value)
 
 
