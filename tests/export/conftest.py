@@ -10,6 +10,7 @@ every call the tests make.
 """
 
 import base64
+import importlib.util
 import json
 import os
 import pathlib
@@ -35,6 +36,14 @@ HEADS = {
     "vmf": {"class_name": "continuous", "config": {"output_dim": SIZE}},
 }
 
+
+
+def load_script(name):
+    """A script of `serving/` (not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 @pytest.fixture(scope="session")
 def spanish_test_verses(bible_corpus_path):

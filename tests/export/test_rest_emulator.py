@@ -6,7 +6,6 @@ import collections
 import concurrent.futures
 import contextlib
 import http.client
-import importlib.util
 import json
 import socket
 import threading
@@ -15,7 +14,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from tests.export.conftest import SERVING, start_rest_emulator
+from tests.export.conftest import load_script, start_rest_emulator
 from tf_outheads.export import MAX_REQUEST_PIECES, MAX_REQUEST_SOURCES, MAX_SOURCE_LENGTH
 
 PATH = "/v1/models/translator:predict"
@@ -378,13 +377,6 @@ def test_400_predictions_at_once_are_answered_200_or_503(address):
     with concurrent.futures.ThreadPoolExecutor(64) as pool:
         answers = list(pool.map(lambda _: post(address, body), range(400)))
     assert answers == [expected] * 400
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 rest_emulator = load_script("rest_emulator")

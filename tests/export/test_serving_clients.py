@@ -1,23 +1,15 @@
 """`serving/rest_client.py` against the REST stand-in on loopback (no TF Serving here)."""
 
-import importlib.util
 import math
 import subprocess
 import sys
 
 import pytest
 
-from tests.export.conftest import BEAM, SERVING, start_rest_emulator
+from tests.export.conftest import BEAM, SERVING, load_script, start_rest_emulator
 from tf_outheads.decoding import Translator
 
 SOURCES = ["Y dijo Dios: Sea la luz.", "Jehová es mi pastor; nada me faltará.", ""]
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, SERVING / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 rest_client = load_script("rest_client")

@@ -100,12 +100,8 @@ def cross_entropy_from_statistics(stats):
     return float(nll / tokens)
 
 
-# The statistics above on `(m, k)` summed rows at once (`_evaluate`).
-_BATCHED = {
-    bleu_from_statistics: lambda sums: np.array(
-        [_bleu(row) for row in np.rint(sums).astype(np.int64).tolist()]),
-    cross_entropy_from_statistics: lambda sums: sums[:, 0] / sums[:, 1],
-}
+# The statistics above on `(m, k)` summed rows at once (`_evaluate`); others, row by row.
+_BATCHED = {cross_entropy_from_statistics: lambda sums: sums[:, 0] / sums[:, 1]}
 
 
 def _evaluate(statistic, sums):

@@ -20,7 +20,7 @@ from tf_outheads_zoo.study.words import hubness_lines
 from tf_outheads_zoo.study.stats import (
     ALPHA, POWER, dev_cross_entropy, dev_loss_curve, forced_scores, paired_against,
     paired_tests, variant_score)
-from tf_outheads_zoo.study.verdicts import claim_tests, claim_text, claim_verdict, stalled_runs
+from tf_outheads_zoo.study.verdicts import claim_tests, claim_text, stalled_runs
 
 
 def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None,
@@ -239,8 +239,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
         else:
             arm, base, tests = pairs[claim]
             adjusted = [next(adjusted_family) for _ in tests]
-            verdict = (claim_text(arm, base, claim, tests, adjusted, family) if arm and base
-                       else claim_verdict(arm, base, claim))
+            verdict = claim_text(arm, base, claim, tests, adjusted, family)
             if study.minutes and arm and summary.get(claim.baseline):
                 verdict += (f"; in the same {study.minutes:g} minutes it trained "
                             f"{arm['steps'] / summary[claim.baseline]['steps']:.2f}× the "

@@ -120,10 +120,10 @@ def score_run(run_dir, log=print):
     """The dev and test cross-entropy per token of a finished run by forced decoding of its
     references (`tf_outheads.decoding.Scorer`, the path of `tf-outheads score`): no label
     smoothing, no sampling, the same number for every categorical head whatever loss it
-    trained with; with each sentence's negative log-probability and tokens, and the dev
+    trained with; with each sentence's negative log-probability and tokens, the dev
     cross-entropy of the references after mismatched sources (how much the model reads
-    its source: `stall.source_gain`). Written once to `cross_entropy.json` and returned. For a continuous head
-    it is the cross-entropy of its decoding posterior (`scoring="posterior"`), which no
+    its source: `stall.stall_check`) and the unigram levels. Written once to
+    `cross_entropy.json` and returned. For a continuous head it is the cross-entropy of its decoding posterior (`scoring="posterior"`), which no
     categorical head's compares with (`continuous: true`); for other scorings, the mean
     step score (`log_probabilities: false`)."""
     path = os.path.join(run_dir, CROSS_ENTROPY_FILE)
@@ -155,7 +155,7 @@ def score_run(run_dir, log=print):
         if split == "dev":
             # The same references after sources of other sentences (each paired with the
             # source half the split away): a model that does not read its source (the
-            # unigram or language-model plateau) scores them alike (`stall.source_gain`).
+            # unigram or language-model plateau) scores them alike (`stall.stall_check`).
             half = len(pairs.sources) // 2
             others = pairs.sources[half:] + pairs.sources[:half]
             mismatched = scorer.score(others, pairs.targets)
@@ -371,10 +371,10 @@ def _record_seed_plan(runs_dir, arm_seeds, log=print):
 def _run_progress(run_dir, study):
     """`step 1500/1500, dev BLEU 12.31, source gain 2.10 nats per token` of a finished run
     (its results.json), or `... STALLED (why)` (`stall.stall_check`)."""
-    with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
-        results = json.load(f)
     from tf_outheads_zoo.study.stall import stall_check
 
+    with open(os.path.join(run_dir, "results.json"), encoding="utf-8") as f:
+        results = json.load(f)
     budget = f"/{study.steps}" if not study.minutes else f" in {study.minutes:g} min"
     line = f"step {results['steps']}{budget}, dev BLEU {primary_score(results, 'dev'):.2f}"
     check = stall_check(run_dir)
