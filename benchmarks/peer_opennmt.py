@@ -160,8 +160,8 @@ def peer_vocab_size(vocab_path):
 
 
 def peer_model_lstm(model, train):
-    """brnn encoder, input-feeding LSTM decoder with "general" attention, U(±0.1) init,
-    Adam at a constant rate or the preset's inverse-sqrt warm-up as "noam" (d = hidden)."""
+    """brnn, input-feeding LSTM decoder, "general" attention (unscaled: OpenNMT-py has no
+    `scaled_attention`), U(±0.1), Adam constant or the inverse-sqrt warm-up as "noam"."""
     if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
         raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
                          "feeding")

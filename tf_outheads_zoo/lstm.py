@@ -149,7 +149,8 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
     """
 
     def __init__(self, embedding, num_layers, hidden_dim, attention_score="general",
-                 input_feeding=True, dropout=0.0, uniform_init=None, **kwargs):
+                 input_feeding=True, dropout=0.0, uniform_init=None, scaled_attention=False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.embedding = embedding
         self.num_layers = num_layers
@@ -171,6 +172,7 @@ class AttentionalLSTMDecoder(keras.layers.Layer):
         self.attention = LuongAttention(
             hidden_dim,
             score=attention_score,
+            scaled=scaled_attention,
             kernel_initializer="glorot_uniform",
             dtype=self.dtype_policy,
             name="attention",
@@ -369,6 +371,10 @@ class LSTMSeq2Seq(Seq2SeqModel):
         dropout: float. Between layers, on embeddings and on h̃. Defaults to 0.3.
         input_feeding: bool. Feed h̃_{t−1} to the decoder input. Defaults to `True`.
         attention_score: `"general"` or `"dot"`. Defaults to `"general"`.
+        scaled_attention: bool. Divide the attention scores by √hidden_dim
+            (`tf_outheads.layers.LuongAttention`'s `scaled`: against the
+            attention's early collapse onto the source's last position at a
+            high learning rate). Defaults to `False` (Luong et al.'s scores).
         uniform_init: float or `None`. Every weight (embeddings, LSTM
             kernels and biases, attention, head) is drawn from U(−a, a), the
             initialisation of OpenNMT-py (`param_init`), Luong et al. 2015 and
@@ -437,6 +443,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
         attention_score="general",
         uniform_init=0.1,
         head="softmax",
+        scaled_attention=False,
         rewe=None,
         encoder_layers=None,
         decoder_layers=None,
@@ -474,6 +481,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
         self.dropout = dropout
         self.input_feeding = input_feeding
         self.attention_score = attention_score
+        self.scaled_attention = scaled_attention
         self.uniform_init = uniform_init
 
         # Drawn again from U(±uniform_init) by `initialize` when it is set.
@@ -487,7 +495,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
         self.decoder = AttentionalLSTMDecoder(
             self.target_embedding, decoder_layers or num_layers, hidden_dim, attention_score=attention_score,
             input_feeding=input_feeding, dropout=dropout, uniform_init=uniform_init,
-            dtype=self.dtype_policy, name="decoder",
+            scaled_attention=scaled_attention, dtype=self.dtype_policy, name="decoder",
         )
         self.build_heads(head, rewe)
 
@@ -577,6 +585,7 @@ class LSTMSeq2Seq(Seq2SeqModel):
                 "dropout": self.dropout,
                 "input_feeding": self.input_feeding,
                 "attention_score": self.attention_score,
+                "scaled_attention": self.scaled_attention,
                 "uniform_init": self.uniform_init,
             }
         )

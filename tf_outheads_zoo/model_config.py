@@ -122,6 +122,8 @@ class LSTMConfig(ModelConfig, model_type="lstm", model="tf_outheads_zoo.lstm:LST
     input_feeding: bool = setting(True, "feed the previous attentional state to the decoder")
     attention_score: str = setting("general", "Luong attention score",
                                    choices=("general", "dot"))
+    scaled_attention: bool = setting(False, "divide the attention scores by √hidden_dim "
+                                     "(against the attention's early collapse onto </s>)")
     uniform_init: float | None = setting(0.1, "every weight drawn from U(-a, a) "
                                          "(OpenNMT-py); None: Keras' initialisers")
 

@@ -28,8 +28,8 @@ def attention_inputs(memory_dim=QUERY_DIM, seed=0):
     return query, memory
 
 
-def built_attention(score, memory_dim=QUERY_DIM):
-    attention = LuongAttention(UNITS, score=score)
+def built_attention(score, memory_dim=QUERY_DIM, scaled=False):
+    attention = LuongAttention(UNITS, score=score, scaled=scaled)
     attention.build((None, QUERY_DIM), (None, None, memory_dim))
     return attention
 
@@ -112,12 +112,14 @@ def test_fully_masked_row_is_finite(score):
     assert np.all(np.isfinite(ops.convert_to_numpy(alignment)))
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["luong", "scaled"])
 @pytest.mark.parametrize(
     "score, memory_dim", [("general", 4), ("general", QUERY_DIM), ("dot", QUERY_DIM)]
 )
-def test_matches_numpy_reference(score, memory_dim):
-    """Luong et al. 2015, Eq. 5, 7, 8, computed independently with numpy."""
-    attention = built_attention(score, memory_dim)
+def test_matches_numpy_reference(score, memory_dim, scaled):
+    """Luong et al. 2015, Eq. 5, 7, 8, computed independently with numpy; `scaled`
+    divides the scores by √d_q (Vaswani et al. 2017, Eq. 1)."""
+    attention = built_attention(score, memory_dim, scaled)
     query, memory = attention_inputs(memory_dim)
     attentional, alignment = call_attention(attention, query, memory)
     output_kernel = ops.convert_to_numpy(attention.output_kernel)
@@ -128,6 +130,8 @@ def test_matches_numpy_reference(score, memory_dim):
     else:
         assert attention.memory_kernel is None
         scores = np.einsum("bq,bsq->bs", query, memory)
+    if scaled:
+        scores = scores / np.sqrt(QUERY_DIM)
     scores = np.where(MEMORY_MASK == 1, scores, -np.inf)
     expected_alignment = softmax(scores)
     context = np.einsum("bs,bsm->bm", expected_alignment, memory)
@@ -183,8 +187,10 @@ def test_dot_needs_equal_query_and_memory_sizes():
         ({"units": -2}, "Received: units=-2"),
         ({"units": 2.5}, "Received: units=2.5"),
         ({"units": None}, "Received: units=None"),
+        ({"units": UNITS, "scaled": "yes"}, "Received: scaled='yes'"),
     ],
-    ids=["score_unknown", "units_zero", "units_negative", "units_float", "units_none"],
+    ids=["score_unknown", "units_zero", "units_negative", "units_float", "units_none",
+         "scaled_not_bool"],
 )
 def test_invalid_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

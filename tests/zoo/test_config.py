@@ -55,8 +55,16 @@ _ADDED_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
 CHANGED = {"lstm-cpu-vmf": {"data.target_vectors": {
     "dim": 300, "epochs": 5, "path": None, "center": True, "remove_components": 3,
     "eos": "negative_period"}}}
+# Issue 53: the CPU-sized LSTMs scale their attention scores (the paper presets do not).
+for _name in ("lstm-cpu", "lstm-cpu-32k", "lstm-cpu-32k-sampled5", "lstm-cpu-joint",
+              "lstm-cpu-joint-1024", "lstm-cpu-joint-512", "lstm-cpu-rewe",
+              "lstm-cpu-rewe-contrastive-a", "lstm-cpu-rewe-contrastive-b",
+              "lstm-cpu-shared-private", "lstm-cpu-softmax", "lstm-cpu-tied", "lstm-cpu-vmf",
+              "lstm-cpu-vmf-softmax", "lstm-tiny"):
+    CHANGED.setdefault(_name, {})["model.scaled_attention"] = True
 ADDED_WITH_OLD_DEFAULTS = {"lstm": {"model.encoder_layers": None, "model.decoder_layers": None,
-                                    "model.source_embedding_dim": None, **_ADDED_KEYS},
+                                    "model.source_embedding_dim": None,
+                                    "model.scaled_attention": False, **_ADDED_KEYS},
                            "transformer": dict(_ADDED_KEYS)}
 
 
@@ -81,7 +89,7 @@ def test_every_preset_resolves_to_its_settings_before_the_schema(name):
     before = _before_schema()[name]
     for dotted, value in CHANGED.get(name, {}).items():
         section, _, key = dotted.partition(".")
-        assert before[section][key] != value, f"{name}: {dotted} is no change"
+        assert before[section].get(key) != value, f"{name}: {dotted} is no change"
         before[section][key] = value
     now = _json(get_preset(name))
     for dotted, value in ADDED_WITH_OLD_DEFAULTS[now["model"]["model_type"]].items():
@@ -297,10 +305,12 @@ def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
     name, preset = read_stored_preset(path)
     assert name == "lstm-cpu-softmax"
     # Runs from before the setting batched in 8-wide buckets, shuffled and tokenized
-    # on the whole training split; everything else as stored.
+    # on the whole training split, and attended with unscaled scores; everything else
+    # as stored.
     assert preset == get_preset(name, {"data.bucket_width": 8, "data.shuffle_buffer": None,
                                        "data.tokenizer_sample": None,
-                                       "data.shuffle_indices": False})
+                                       "data.shuffle_indices": False,
+                                       "model.scaled_attention": False})
     stored = _stored_before_bucket_width()
     del stored["data"]["strip_target_suffixes"]
     path.write_text(json.dumps(stored), encoding="utf-8")
@@ -359,8 +369,11 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
                    "data.tokenizer_sample": None}
     with pytest.raises(ValueError, match="data.shuffle_indices"):  # the backups' iterator
         resolve_preset("lstm-cpu-softmax", str(run_dir), old_batches)
+    old_batches["data.shuffle_indices"] = False
+    with pytest.raises(ValueError, match="model.scaled_attention"):  # the weights' model
+        resolve_preset("lstm-cpu-softmax", str(run_dir), old_batches)
     name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {
-        **old_batches, "data.shuffle_indices": False})
+        **old_batches, "model.scaled_attention": False})
     assert preset["data"]["bucket_width"] == 8
 
 

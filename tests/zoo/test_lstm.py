@@ -192,6 +192,40 @@ def test_dropout_only_in_training():
     assert not np.allclose(training, inference, atol=1e-4)
 
 
+def test_scaled_attention_divides_the_scores_in_training_and_decoding():
+    # Without input feeding the decoder's LSTM states do not depend on the attention,
+    # so the scaled model's alignment is the plain one's scores over √hidden_dim.
+    plain = make_model("tied", bidirectional_encoder=True, input_feeding=False)
+    scaled = make_model("tied", bidirectional_encoder=True, input_feeding=False,
+                        scaled_attention=True)  # the same weights (make_model's seed)
+    source, target_in = make_batch()
+    alignments = [ops.convert_to_numpy(m.decoder(target_in, m.encode(source),
+                                                 return_alignments=True)[1])
+                  for m in (plain, scaled)]
+    real = (source != PAD_ID)[:, None, :]
+    scores = np.where(real, np.log(np.where(real, alignments[0], 1.0)), -np.inf)
+    scores = scores / np.sqrt(HIDDEN_DIM)
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(alignments[1], expected, rtol=1e-4, atol=1e-6)
+    # Input feeding: the fused training op, the step loop and step-wise decoding agree.
+    model = make_model("tied", bidirectional_encoder=True, scaled_attention=True)
+    unscaled = make_model("tied", bidirectional_encoder=True)
+    fused = ops.convert_to_numpy(model.decoder(target_in, model.encode(source), training=True))
+    model.decoder.fused = False
+    looped = ops.convert_to_numpy(model.decoder(target_in, model.encode(source), training=True))
+    np.testing.assert_allclose(fused, looped, rtol=1e-5, atol=1e-6)
+    state = model.initial_decoding_state(source)
+    steps = []
+    for t in range(target_in.shape[1]):
+        h_t, state = model.decoder.step(target_in[:, t], state)
+        steps.append(ops.convert_to_numpy(h_t))
+    np.testing.assert_allclose(np.stack(steps, axis=1), fused, rtol=1e-5, atol=1e-6)
+    other = ops.convert_to_numpy(unscaled.decoder(target_in, unscaled.encode(source),
+                                                  training=True))
+    assert np.abs(other - fused).max() > 1e-3
+
+
 # -- saving and configuration ---------------------------------------------------
 
 
@@ -224,8 +258,10 @@ def test_keras_save_load_safe_mode(head, tmp_path):
 
 @pytest.mark.parametrize("head", ["softmax", "tied", "joint"])
 def test_config_round_trip(head):
-    model = make_model(head, num_layers=2, attention_score="dot", uniform_init=0.1)
+    model = make_model(head, num_layers=2, attention_score="dot", uniform_init=0.1,
+                       scaled_attention=True)
     config = model.get_config()
+    assert config["scaled_attention"] is True
     revived = LSTMSeq2Seq.from_config(config)
     assert revived.get_config() == config
     assert type(revived.head) is type(model.head)
