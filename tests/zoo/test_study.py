@@ -260,6 +260,26 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
             study_module.run_study("toy", runs_dir, study=changed, arms=["weak", "strong"],
                                    seeds=[2, 1], log=lambda *_: None)
     assert len(commands) == 2
+    # A finished run whose model its preset no longer gives (the preset changed since,
+    # as lstm-cpu's scaled_attention did) is refused too, before anything trains.
+    from tf_outheads_zoo.presets import get_preset
+
+    stored = get_preset("lstm-tiny", study.arms["strong"].override_dict())
+    stored["model"]["scaled_attention"] = not stored["model"]["scaled_attention"]
+    with open(os.path.join(first, "preset.json"), "w") as f:
+        json.dump({"name": "lstm-tiny", **stored}, f)
+    message = (f"was trained with model.scaled_attention="
+               f"{json.dumps(stored['model']['scaled_attention'])}, but preset lstm-tiny")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        study_module.train_arm(runs_dir, study, "strong", 1)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        study_module.run_study("toy", runs_dir, study=study, arms=["weak", "strong"],
+                               seeds=[2, 1], log=lambda *_: None)
+    stored["model"]["scaled_attention"] = not stored["model"]["scaled_attention"]
+    with open(os.path.join(first, "preset.json"), "w") as f:
+        json.dump({"name": "lstm-tiny", **stored}, f)
+    study_module.train_arm(runs_dir, study, "strong", 1)  # the same model: reused
+    assert len(commands) == 2
 
 
 def test_unknown_study_or_arm_is_refused():

@@ -11,8 +11,8 @@ import sys
 
 from tf_outheads_zoo.study.definition import (
     CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, PLAN_FILE, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE,
-    TOKENIZER_SEED, arm_run_dir, budget_name, check_run_settings, run_settings, short_hash,
-    study_seeds, write_run_settings)
+    TOKENIZER_SEED, arm_run_dir, budget_name, check_run_model, check_run_settings, run_settings,
+    short_hash, study_seeds, write_run_settings)
 from tf_outheads_zoo.study.file import get_study
 from tf_outheads_zoo.study.stats import primary_score
 
@@ -84,7 +84,9 @@ def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
     settings = run_settings(study, arm_name, seed)
     run_dir = arm_run_dir(runs_dir, arm_name, seed)
     check_run_settings(run_dir, settings)
-    if not os.path.exists(os.path.join(run_dir, "results.json")):
+    if os.path.exists(os.path.join(run_dir, "results.json")):
+        check_run_model(run_dir, arm)
+    else:
         source = tokenizer_dir(runs_dir, arm.preset, arm.override_dict(), log=log)
         write_run_settings(run_dir, settings)
         for name in os.listdir(source):
@@ -307,7 +309,10 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
              for index in range(max(len(s) for s in arm_seeds.values()))
              for arm in arms if index < len(arm_seeds[arm])]
     for arm, seed in order:
-        check_run_settings(arm_run_dir(runs_dir, arm, seed), run_settings(study, arm, seed))
+        run_dir = arm_run_dir(runs_dir, arm, seed)
+        check_run_settings(run_dir, run_settings(study, arm, seed))
+        if os.path.exists(os.path.join(run_dir, "results.json")):
+            check_run_model(run_dir, study.arms[arm])
     _record_seed_plan(runs_dir, arm_seeds, log)
     todo = [(arm, seed) for arm, seed in order if not os.path.exists(
         os.path.join(arm_run_dir(runs_dir, arm, seed), "results.json"))]
