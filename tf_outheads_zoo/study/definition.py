@@ -191,27 +191,26 @@ def check_run_model(run_dir, arm):
     overrides give today: a preset changed by an update of the library (issue 53 turned
     `model.scaled_attention` on for the CPU presets), which the study's own settings
     (`check_run_settings`) cannot see. A `ConfigError` naming the first differing key
-    and both values; a run without a `preset.json` passes."""
+    and both values; an unfinished run (training resumes check it) or one without a
+    `preset.json` passes."""
     from tf_outheads_zoo.config import ConfigError
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.stored import read_stored_preset
 
     path = os.path.join(run_dir, "preset.json")
-    if not os.path.exists(path):
+    if not (os.path.exists(path) and os.path.exists(os.path.join(run_dir, "results.json"))):
         return
     stored = json.loads(json.dumps(read_stored_preset(path)[1]["model"], default=str))
     today = json.loads(json.dumps(get_preset(arm.preset, arm.override_dict())["model"],
                                   default=str))
-    changed = [key for key in list(today) + [k for k in stored if k not in today]
-               if stored.get(key, "<unset>") != today.get(key, "<unset>")]
-    if changed:
-        key = changed[0]
+    differences = _differences(stored, today, "model.")
+    if differences:
+        key, was, now = differences[0]
         raise ConfigError(
-            f"{run_dir} was trained with model.{key}="
-            f"{json.dumps(stored.get(key, '<unset>'))}, but preset {arm.preset} (with the "
-            f"arm's settings) now gives {json.dumps(today.get(key, '<unset>'))}"
-            + (f" (and {len(changed) - 1} more model setting(s) differ)" if len(changed) > 1
-               else "")
+            f"{run_dir} was trained with {key}={json.dumps(was)}, but preset {arm.preset} "
+            f"(with the arm's settings) now gives {json.dumps(now)}"
+            + (f" (and {len(differences) - 1} more model setting(s) differ)"
+               if len(differences) > 1 else "")
             + ": the preset changed since the run. A study never mixes runs of other "
             "settings: give another --runs-dir to train it anew.")
 

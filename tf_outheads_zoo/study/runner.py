@@ -84,9 +84,8 @@ def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
     settings = run_settings(study, arm_name, seed)
     run_dir = arm_run_dir(runs_dir, arm_name, seed)
     check_run_settings(run_dir, settings)
-    if os.path.exists(os.path.join(run_dir, "results.json")):
-        check_run_model(run_dir, arm)
-    else:
+    check_run_model(run_dir, arm)
+    if not os.path.exists(os.path.join(run_dir, "results.json")):
         source = tokenizer_dir(runs_dir, arm.preset, arm.override_dict(), log=log)
         write_run_settings(run_dir, settings)
         for name in os.listdir(source):
@@ -311,8 +310,7 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
     for arm, seed in order:
         run_dir = arm_run_dir(runs_dir, arm, seed)
         check_run_settings(run_dir, run_settings(study, arm, seed))
-        if os.path.exists(os.path.join(run_dir, "results.json")):
-            check_run_model(run_dir, study.arms[arm])
+        check_run_model(run_dir, study.arms[arm])
     _record_seed_plan(runs_dir, arm_seeds, log)
     todo = [(arm, seed) for arm, seed in order if not os.path.exists(
         os.path.join(arm_run_dir(runs_dir, arm, seed), "results.json"))]
