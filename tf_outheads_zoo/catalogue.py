@@ -4,7 +4,20 @@ and the registered components (`tf-outheads components`).
 The presets catalogue loads no TensorFlow (tests/zoo/test_presets_command.py).
 """
 
-from tf_outheads_zoo.config import MODEL_TYPES, RunConfig, reference_markdown
+import dataclasses
+
+from tf_outheads_zoo.config import (
+    BIBLE_WEB_ARTIFACTS,
+    EMBEDDED_CORPUS,
+    MODEL_CONFIGS,
+    MODEL_TYPES,
+    DataConfig,
+    DecodeConfig,
+    ModelConfig,
+    RunConfig,
+    TrainConfig,
+)
+from tf_outheads_zoo.schema import field_choices, type_name
 
 # Families of presets, by the first two parts of their names.
 PRESET_FAMILIES = {
@@ -110,3 +123,50 @@ def components_text():
         lines += ["", f"{registry.setting} ({registry.kind} names):"]
         lines += [f"  {name:<16}{registry.entry(name).description}" for name in sorted(registry)]
     return "\n".join(lines) + "\n"
+
+
+# -- documentation ------------------------------------------------------------------------------
+
+def _format_default(value):
+    if isinstance(value, str) and value == EMBEDDED_CORPUS:
+        return "the embedded Bible corpus"
+    if isinstance(value, list) and value == list(BIBLE_WEB_ARTIFACTS):
+        return "the WEB export's 2 appended headings"
+    return f"`{value!r}`"
+
+
+def reference_markdown():
+    """Markdown tables of every key: section, type, default, doc (docs/presets.md)."""
+    lines = ["## Settings", "",
+             "Every key of the four sections (`tf_outheads_zoo/config.py`), settable on every preset it "
+             "applies to with `--set section.key=value` or in a run file "
+             "(`tf-outheads train --config run.yaml`, `tf_outheads_zoo.stored.load_run_config`: "
+             "`preset: NAME` and, by section, the keys it changes). Model keys depend on `model.model_type`; "
+             "`train.model_type` is read as `model.model_type`.", ""]
+
+    def default(field):
+        if field.default is dataclasses.MISSING:
+            return field.default_factory()
+        return field.default
+
+    def table(title, fields):
+        rows = [f"### {title}", "", "| key | type | default | |", "|---|---|---|---|"]
+        for field in fields:
+            if field_choices(field):
+                kind = " or ".join(f"`{choice}`" for choice in field_choices(field))
+            else:
+                kind = type_name(field.type)
+            doc = field.metadata["doc"].replace("|", "\\|")
+            rows.append(f"| `{field.name}` | {kind} | {_format_default(default(field))} | "
+                        f"{doc} |")
+        return rows + [""]
+
+    lines += table("data", dataclasses.fields(DataConfig))
+    lines += table("model: every model type", dataclasses.fields(ModelConfig))
+    common = {f.name for f in dataclasses.fields(ModelConfig)}
+    for model_type, cls in MODEL_CONFIGS.items():
+        lines += table(f"model: `model_type: {model_type}` ({cls.__doc__.split()[0]})",
+                       [f for f in dataclasses.fields(cls) if f.name not in common])
+    lines += table("train", dataclasses.fields(TrainConfig))
+    lines += table("decode", dataclasses.fields(DecodeConfig))
+    return "\n".join(lines)

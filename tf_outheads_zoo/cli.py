@@ -19,7 +19,7 @@ import traceback
 
 from tf_outheads_zoo.errors import (  # noqa: F401 (DISK_FULL ... user_errors: cli's API)
     DISK_FULL, FILE_SYSTEM_FAILURES, PREEMPTED_EXIT_STATUS, _is_user_error,
-    _show_library_warnings, error_message, user_errors)
+    _show_library_warnings, error_message, stopped_exit_status, user_errors)
 
 
 class CommandError(ValueError):
@@ -569,8 +569,8 @@ COMMANDS_WITHOUT_TENSORFLOW = ("presets",)
 def main(argv=None):
     """Runs a command; a user error is printed as one `error: ...` line with exit status 2
     (its traceback with `--debug`); any other exception is a bug and keeps its traceback.
-    A training stopped by SIGTERM after writing its backup says so in one `stopped: ...`
-    line, exit status 143 (`PREEMPTED_EXIT_STATUS`); the same command resumes it."""
+    A training stopped by SIGTERM or Ctrl-C after its backup says so in one `stopped:`
+    line, exit status 143 or 130 (`stopped_exit_status`); the same command resumes it."""
     parser = build_parser()
     args = parser.parse_args(argv)
     _show_library_warnings()
@@ -585,9 +585,9 @@ def main(argv=None):
         sys.stderr.close()
     except Exception as error:
         trainer = sys.modules.get("tf_outheads.training.trainer")
-        if trainer and isinstance(error, trainer.TrainingPreempted):  # SIGTERM, backup written
+        if trainer and isinstance(error, trainer.TrainingPreempted):  # backup written
             print(f"stopped: {error}", file=sys.stderr)
-            raise SystemExit(PREEMPTED_EXIT_STATUS) from None
+            raise SystemExit(stopped_exit_status(error)) from None
         if not _is_user_error(error):
             raise  # a bug: its traceback
         if args.debug:

@@ -124,14 +124,10 @@ def build_optimizer(preset):
     its own, Keras' `clipnorm`) and `global_clipnorm` (all gradients scaled
     together so that their joint norm is at most this: OpenNMT-py's
     `max_grad_norm`, fairseq's `--clip-norm`). At most one of the two
-    clipping keys may be set.
+    clipping keys may be set (`RunConfig.check_across`).
     """
     config = run_config(preset)
     train = config.train
-    if train.clipnorm is not None and train.global_clipnorm is not None:
-        raise ConfigError("Set at most one of train.clipnorm (per variable) and "
-                          "train.global_clipnorm (joint norm of all gradients). Received: "
-                          f"clipnorm={train.clipnorm!r}, global_clipnorm={train.global_clipnorm!r}")
     # Adam's own keys only when set (None: Keras' defaults), so that any registered
     # Keras optimizer can be named.
     adam = {key: value for key, value in (("beta_2", train.adam_beta_2),

@@ -50,8 +50,12 @@ from tf_outheads_zoo.schema import (  # noqa: F401 (TARGET_VECTOR_DEFAULTS re-ex
     TARGET_VECTOR_DEFAULTS,
     TARGET_VECTOR_KEYS,
     ConfigError,
+    above,
+    at_least,
     check_at_least_one,
     check_positive,
+    check_probability,
+    check_sampled_softmax,
     check_eos_bias_setting,
     check_share,
     check_subword_sampling,
@@ -110,10 +114,13 @@ class DataConfig:
         "sentences (every split), counted; pairs still containing it are dropped from train",
         legacy=[])  # runs stored without the key stripped nothing
     max_length: int | None = setting(100, "cleaning: drop training pairs with more "
-                                     "whitespace tokens than this on either side")
+                                     "whitespace tokens than this on either side",
+                                     check=at_least(1))
     max_length_ratio: float | None = setting(2.5, "cleaning: drop training pairs whose "
-                                             "token counts differ by more than this ratio")
-    vocab_size: int = setting(8000, "SentencePiece vocabulary size (per side when not joint)")
+                                             "token counts differ by more than this ratio",
+                                             check=at_least(1))
+    vocab_size: int = setting(8000, "SentencePiece vocabulary size (per side when not joint)",
+                          check=at_least(8))
     joint_vocabulary: bool = setting(True, "one SentencePiece model for both languages")
     tokenizer_type: str = setting("bpe", "SentencePiece model type",
                                   choices=("bpe", "unigram"))
@@ -124,22 +131,25 @@ class DataConfig:
         "segmentation", keys=("nbest_size", "alpha"), check=check_subword_sampling)
     tokenizer_sample: int | None = setting(
         500_000, "SentencePiece trains on a seeded sample of this many cleaned training "
-        "pairs (all of them when fewer); None: every pair", legacy=None)
+        "pairs (all of them when fewer); None: every pair", legacy=None,
+        check=at_least(1))
     batch_tokens: int = setting(4096, "padded tokens per batch, source and target each "
-                                "(the global batch under a distribution strategy)")
+                                "(the global batch under a distribution strategy)",
+                                check=at_least(1))
     # Length buckets 1 token wide, carried over passes: batches as full as
     # OpenNMT-py's sorted-pool ones (tf_outheads.data.pipeline; issue 17).
     bucket_width: int = setting(1, "width in tokens of the length buckets of the training "
-                                "batches", legacy=8)  # runs stored without it used 8
+                                "batches", legacy=8, check=at_least(1))  # runs stored without it used 8
     shuffle_buffer: int | None = setting(
         100_000, "training examples in the shuffle buffer (bounds memory and backup size; "
         "as large as the data: a uniform shuffle); None: the whole in-memory corpus",
-        legacy=None)
+        legacy=None, check=at_least(1))
     shuffle_indices: bool = setting(
         True, "an in-memory corpus is shuffled by index: backups hold 8 bytes per buffered "
         "pair, not its text (the same batches)", legacy=False)  # older backups' structure
     max_sequence_length: int | None = setting(160, "subword tokens incl. EOS/BOS; longer "
-                                              "training pairs are dropped")
+                                              "training pairs are dropped",
+                                              check=at_least(2))
     target_vectors: dict | None = setting(
         None, "target word vectors of a continuous head or ReWE: None, or {dim, epochs, "
         "path (a .vec/.bin file; without one, vectors are trained on the target side), "
@@ -155,20 +165,26 @@ class TrainConfig:
     """Optimizer, loss, budgets, evaluation, backups and distribution (`tf_outheads_zoo.train`)."""
 
     learning_rate: float | None = setting(1e-3, "Adam's learning rate; None: given by "
-                                          "learning_rate_schedule")
+                                          "learning_rate_schedule", check=at_least(0))
     learning_rate_schedule: dict | None = setting(
         None, "None, or a registered schedule and its options, {name: inverse_sqrt, "
         "warmup_steps, scale} (replaces learning_rate)")
     optimizer: str = setting("adam", "a registered optimizer (`tf-outheads components` "
                              "lists them)")
-    adam_beta_2: float | None = setting(None, "Adam's beta_2; None: Keras' 0.999")
-    adam_epsilon: float | None = setting(None, "Adam's epsilon; None: Keras' 1e-7")
-    clipnorm: float | None = setting(None, "clip each gradient to this norm on its own")
+    adam_beta_2: float | None = setting(None, "Adam's beta_2; None: Keras' 0.999",
+                                      check=check_probability)
+    adam_epsilon: float | None = setting(None, "Adam's epsilon; None: Keras' 1e-7",
+                                       check=above(0))
+    clipnorm: float | None = setting(None, "clip each gradient to this norm on its own",
+                                      check=above(0))
     global_clipnorm: float | None = setting(None, "scale all gradients to this joint norm "
-                                            "(at most one of the two clipping keys)")
-    label_smoothing: float = setting(0.0, "label smoothing of the cross-entropy")
+                                            "(at most one of the two clipping keys)",
+                                            check=above(0))
+    label_smoothing: float = setting(0.0, "label smoothing of the cross-entropy",
+                                    check=check_probability)
     sampled_softmax: dict | None = setting(
-        None, "SampledSoftmaxLoss options ({fraction, mode, ...}), or None: full softmax")
+        None, "SampledSoftmaxLoss options ({fraction, mode, num_sampled}), or None: full softmax",
+        keys=("fraction", "mode", "num_sampled"), check=check_sampled_softmax)
     loss: dict | None = setting(
         None, "a registered loss ({class_name, config}; `tf-outheads components` lists "
         "them); None: the head's own (categorical heads: cross-entropy, or the sampled "
@@ -182,9 +198,11 @@ class TrainConfig:
                           "steps_per_epoch steps", check=check_at_least_one)
     max_steps: int | None = setting(None, "optimizer step budget (>= 1); None: none",
                                     check=check_at_least_one)
-    max_minutes: float | None = setting(None, "wall-clock training budget; None: none")
+    max_minutes: float | None = setting(None, "wall-clock training budget; None: none",
+                                       check=above(0))
     patience: int | None = setting(5, "early stopping after this many evaluations without "
-                                   "a better dev BLEU; None: never")
+                                   "a better dev BLEU; None: never",
+                                   check=at_least(0))
     seed: int = setting(1234, "seed of weights, data order and sampling")
     init_from: str | None = setting(
         None, "a trained run directory to start from: its weights, pieces, word pairs and "
@@ -199,18 +217,21 @@ class TrainConfig:
     strategy: str = setting("default", "tf.distribute strategy: one device, the local "
                             "GPUs, or the workers of TF_CONFIG",
                             choices=("default", "mirrored", "multi_worker"))
-    num_gpus: int | None = setting(None, "mirrored: use the first N GPUs; None: all")
+    num_gpus: int | None = setting(None, "mirrored: use the first N GPUs; None: all",
+                                   check=at_least(1))
     precision: str = setting("float32", "dtype policy (mixed_float16 adds loss scaling)",
                              choices=("float32", "mixed_float16", "mixed_bfloat16"))
-    accumulation_steps: int = setting(1, "global batches per optimizer update")
+    accumulation_steps: int = setting(1, "global batches per optimizer update",
+                                    check=at_least(1))
     jit_compile: bool = setting(False, "XLA-compile each replica's training step (on 2 CPU "
                                 "cores no faster than the graph step: benchmarks/docs/training.md)")
     steps_per_execution: int = setting(1, "optimizer steps per host round trip; logs, backups, "
                                        "dev evaluations and NaN checks stay at their steps")
     backup_every_n_steps: int = setting(200, "steps between backups (weights, optimizer, "
                                         "data position; also at each epoch's end) in "
-                                        "RUN_DIR/backup")
-    keep_backups: int = setting(3, "backups kept (the best model's is kept too)")
+                                        "RUN_DIR/backup", check=at_least(1))
+    keep_backups: int = setting(3, "backups kept (the best model's is kept too)",
+                                check=at_least(1))
     nonfinite: str = setting("raise", "what a non-finite loss (or one above max_loss) does",
                              choices=("raise", "skip"))
     max_skipped_share: float = setting(
@@ -220,18 +241,23 @@ class TrainConfig:
                                      "non-finite (None: no limit)", check=check_positive)
     average_last: int | None = setting(None, "final model: the mean of the last N backups' "
                                        "weights (N <= keep_backups); None: the best "
-                                       "dev-BLEU weights")
+                                       "dev-BLEU weights", check=at_least(1))
 
 
 @dataclasses.dataclass(frozen=True)
 class DecodeConfig:
     """Decoding of dev/test and `tf-outheads translate` (`Translator`); defaults are its own."""
 
-    batch_size: int = setting(64, "sentences per decoding batch")
-    max_length_ratio: float = setting(1.5, "output limit: ratio × source length + offset")
-    max_length_offset: int = setting(10, "output limit: ratio × source length + offset")
-    beam_size: int = setting(1, "beam width; 1: greedy search")
-    length_penalty: float = setting(0.0, "GNMT length penalty alpha")
+    batch_size: int = setting(64, "sentences per decoding batch",
+                              check=at_least(1))
+    max_length_ratio: float = setting(1.5, "output limit: ratio × source length + offset",
+                                      check=above(0))
+    max_length_offset: int = setting(10, "output limit: ratio × source length + offset",
+                                     check=at_least(0))
+    beam_size: int = setting(1, "beam width; 1: greedy search",
+                             check=at_least(1))
+    length_penalty: float = setting(0.0, "GNMT length penalty alpha",
+                                    check=at_least(0))
     replace_unk: bool = setting(False, "copy the most-attended source word over each "
                                 "unknown-word token")
 
@@ -355,8 +381,35 @@ class RunConfig:
                     _unknown_key(section, key, value, source, sections["model"].model_type)
                 checked[key] = check_value(fields[key], value, f"{section}.{key}", source)
             sections[section] = dataclasses.replace(current, **checked)
-        return RunConfig(**sections, imports=self.imports,
-                         description=self.description if description is None else description)
+        config = RunConfig(**sections, imports=self.imports,
+                           description=self.description if description is None else description)
+        try:
+            config.check_across()
+        except ConfigError as error:
+            raise ConfigError(f"{source}: {error}") from None
+        return config
+
+    def check_across(self):
+        """Checks between keys (each key's own are in its field): the model section's
+        (`ModelConfig.check_across`), one clipping key, averaging no more backups than
+        are kept."""
+        self.model.check_across()
+        train = self.train
+        if train.clipnorm is not None and train.global_clipnorm is not None:
+            raise ConfigError("set at most one of train.clipnorm (per variable) and "
+                              "train.global_clipnorm (all gradients jointly). Received: "
+                              f"train.clipnorm={train.clipnorm!r}, "
+                              f"train.global_clipnorm={train.global_clipnorm!r}")
+        sampled = train.sampled_softmax or {}
+        if sampled.get("mode", "batch") != "batch" and train.label_smoothing:
+            raise ConfigError("label smoothing spreads mass over the batch's candidates: "
+                              "train.label_smoothing needs train.sampled_softmax.mode 'batch'. "
+                              f"Received: train.label_smoothing={train.label_smoothing!r}, "
+                              f"train.sampled_softmax={train.sampled_softmax!r}")
+        if train.average_last is not None and train.average_last > train.keep_backups:
+            raise ConfigError("train.average_last averages backups that are kept: it must be "
+                              "<= train.keep_backups. Received: train.average_last="
+                              f"{train.average_last}, train.keep_backups={train.keep_backups}")
 
     def with_overrides(self, overrides, source="configuration"):
         """A copy with dotted overrides applied (`{"train.max_minutes": 5}`), checked
@@ -543,50 +596,3 @@ def check_data_set(value, dotted):
         raise ConfigError(f"{dotted}.references must be a list of paths. "
                           f"Received: {references!r}")
     return entries
-
-
-# -- documentation ------------------------------------------------------------------------------
-
-def _format_default(value):
-    if isinstance(value, str) and value == EMBEDDED_CORPUS:
-        return "the embedded Bible corpus"
-    if isinstance(value, list) and value == list(BIBLE_WEB_ARTIFACTS):
-        return "the WEB export's 2 appended headings"
-    return f"`{value!r}`"
-
-
-def reference_markdown():
-    """Markdown tables of every key: section, type, default, doc (docs/presets.md)."""
-    lines = ["## Settings", "",
-             "Every key of the four sections (`tf_outheads_zoo/config.py`), settable on every preset it "
-             "applies to with `--set section.key=value` or in a run file "
-             "(`tf-outheads train --config run.yaml`, `tf_outheads_zoo.stored.load_run_config`: "
-             "`preset: NAME` and, by section, the keys it changes). Model keys depend on `model.model_type`; "
-             "`train.model_type` is read as `model.model_type`.", ""]
-
-    def default(field):
-        if field.default is dataclasses.MISSING:
-            return field.default_factory()
-        return field.default
-
-    def table(title, fields):
-        rows = [f"### {title}", "", "| key | type | default | |", "|---|---|---|---|"]
-        for field in fields:
-            if field_choices(field):
-                kind = " or ".join(f"`{choice}`" for choice in field_choices(field))
-            else:
-                kind = type_name(field.type)
-            doc = field.metadata["doc"].replace("|", "\\|")
-            rows.append(f"| `{field.name}` | {kind} | {_format_default(default(field))} | "
-                        f"{doc} |")
-        return rows + [""]
-
-    lines += table("data", dataclasses.fields(DataConfig))
-    lines += table("model: every model type", dataclasses.fields(ModelConfig))
-    common = {f.name for f in dataclasses.fields(ModelConfig)}
-    for model_type, cls in MODEL_CONFIGS.items():
-        lines += table(f"model: `model_type: {model_type}` ({cls.__doc__.split()[0]})",
-                       [f for f in dataclasses.fields(cls) if f.name not in common])
-    lines += table("train", dataclasses.fields(TrainConfig))
-    lines += table("decode", dataclasses.fields(DecodeConfig))
-    return "\n".join(lines)

@@ -3,6 +3,8 @@ one `error: ...` line, `tf_outheads_zoo.cli.main`), the line printed for them, a
 library's warnings on stderr."""
 
 import logging
+import re
+import signal
 import sys
 
 
@@ -25,6 +27,15 @@ DISK_FULL = FILE_SYSTEM_FAILURES[:3]
 # Exit status of a run stopped by SIGTERM after writing its backup (128 + 15, what a
 # shell reports for a process that SIGTERM ended): not 0, since the run is not finished.
 PREEMPTED_EXIT_STATUS = 143
+# The same after Ctrl-C (SIGINT: 128 + 2).
+INTERRUPTED_EXIT_STATUS = 130
+
+
+def stopped_exit_status(error):
+    """The exit status of a training stopped by `error`, a `TrainingPreempted`: 130
+    after Ctrl-C (SIGINT), else 143 (SIGTERM)."""
+    return (INTERRUPTED_EXIT_STATUS if getattr(error, "signal", None) == signal.SIGINT
+            else PREEMPTED_EXIT_STATUS)
 
 
 def _is_user_error(error):
@@ -48,7 +59,7 @@ def error_message(error):
         message += (" (the disk is full or the file too large for it: free space, then run "
                     "the same command again; a training run resumes from its last complete "
                     "backup)")
-    elif "oom" in text or "out of memory" in text:
+    elif re.search(r"\boom\b", text) or "out of memory" in text:  # not "room" in a path
         message += (" (out of memory: lower data.batch_tokens or decode.batch_size; "
                     "train.accumulation_steps keeps the effective batch)")
     return message

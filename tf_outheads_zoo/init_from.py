@@ -41,14 +41,13 @@ import json
 import os
 import shutil
 
-import keras
-
 from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
 from tf_outheads.models.vocabulary import transfer_weights
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads_zoo.config import MODEL_TYPES, ConfigError
-from tf_outheads_zoo.runs import PRESET_FILE, RunDirectoryError, stored_preset, write_json
+from tf_outheads_zoo.runs import (PRESET_FILE, RunDirectoryError, load_model_file, load_run,
+                                  stored_preset, write_json)
 from tf_outheads_zoo.shared_private import PAIRS_FILE
 from tf_outheads_zoo.stored import INIT_KEYS, without_init_keys  # noqa: F401 (re-exported)
 
@@ -80,7 +79,8 @@ def parent_run(parent_dir):
 
 
 def check_compatible(parent, preset, parent_dir):
-    """Refuses a child whose model or pieces differ from its parent's.
+    """Refuses a child whose model or pieces differ from its parent's (before anything is
+    written; `check_parent_files` checks the parent's files).
 
     Raises:
         ConfigError: naming every `model.*` and `data.*` key that differs, both values
@@ -103,6 +103,25 @@ def check_compatible(parent, preset, parent_dir):
             f"{', '.join(f'{s}.{k}' for s, k in differ)} ({shown}). A run initialised from "
             "another keeps its architecture, head and pieces: drop these settings (they "
             "default to the parent's when neither --preset nor --config is given).")
+
+
+def check_parent_files(parent_dir):
+    """Refuses a parent whose files the child would copy are damaged, before anything is
+    copied (a bad copy would stay in the child's directory, and a resume would use it):
+    its `model.keras` must load in safe mode, complete and naming no function (a crafted
+    config naming `os.system` is refused, nothing of it run), with its tokenizer files,
+    as `translate` loads a run (`load_run`). Its model is loaded once more for this.
+
+    Raises:
+        RunDirectoryError: naming `train.init_from`, the parent's file and what is wrong.
+        OSError: no room for the temporary files of loading the model (not a damage).
+    """
+    try:
+        load_run(parent_dir)
+    except (FileNotFoundError, ValueError) as error:
+        raise RunDirectoryError(
+            f"train.init_from={parent_dir!r}: {str(error).rstrip('.')}. Nothing was copied "
+            "from it: once it is repaired, the same command starts the new run.") from None
 
 
 def _json(value):
@@ -250,7 +269,9 @@ def load_parent_weights(model, run_dir, preset, maps=(None, None)):
     """
     MODEL_TYPES[preset["model"]["model_type"]].model_class()  # registers the class
     path = os.path.join(run_dir, INIT_MODEL)
-    parent = keras.saving.load_model(path, compile=False, safe_mode=True)
+    parent = load_model_file(path, compile=False, remedy=(
+        f"it is this run's copy of its parent's model.keras: delete it and {INIT_FILE} to "
+        "copy it again"))
     try:
         return transfer_weights(parent, model, *maps)
     except ValueError as error:

@@ -14,7 +14,7 @@ import dataclasses
 import importlib
 import inspect
 
-from tf_outheads_zoo.schema import setting
+from tf_outheads_zoo.schema import ConfigError, above, at_least, check_probability, setting
 
 # The model types by name (`model.model_type`) → their config section: filled by the
 # sections themselves (`ModelConfig`'s `model_type=` class keyword), read by the schema,
@@ -90,6 +90,10 @@ class ModelConfig:
         return {field.name: copy.deepcopy(getattr(self, field.name))
                 for field in dataclasses.fields(self) if field.name != "model_type"}
 
+    def check_across(self):
+        """Checks between this section's keys (each key's own are in its field); raises
+        `ConfigError` naming them. None here; a model type's section adds its own."""
+
     @property
     def width(self):
         """The model width (d_model) an inverse-square-root schedule is scaled by, or
@@ -110,24 +114,37 @@ def unregister_model_type(model_type):
 class LSTMConfig(ModelConfig, model_type="lstm", model="tf_outheads_zoo.lstm:LSTMSeq2Seq"):
     """`tf_outheads_zoo.LSTMSeq2Seq`: attentional LSTM (Luong et al. 2015); defaults are the class's."""
 
-    embedding_dim: int = setting(512, "target (and source) embedding size")
+    embedding_dim: int = setting(512, "target (and source) embedding size",
+                                check=at_least(1))
     source_embedding_dim: int | None = setting(None, "source embedding size; None: "
-                                               "embedding_dim")
-    hidden_dim: int = setting(512, "LSTM units (both directions together when bidirectional)")
-    num_layers: int = setting(2, "LSTM layers of the encoder and of the decoder")
-    encoder_layers: int | None = setting(None, "encoder layers; None: num_layers")
-    decoder_layers: int | None = setting(None, "decoder layers; None: num_layers")
+                                               "embedding_dim", check=at_least(1))
+    hidden_dim: int = setting(512, "LSTM units (both directions together when bidirectional)",
+                             check=at_least(1))
+    num_layers: int = setting(2, "LSTM layers of the encoder and of the decoder",
+                             check=at_least(1))
+    encoder_layers: int | None = setting(None, "encoder layers; None: num_layers",
+                                         check=at_least(1))
+    decoder_layers: int | None = setting(None, "decoder layers; None: num_layers",
+                                         check=at_least(1))
     bidirectional_encoder: bool = setting(False, "a bidirectional encoder")
-    dropout: float = setting(0.3, "dropout between layers and on the attentional state")
+    dropout: float = setting(0.3, "dropout between layers and on the attentional state",
+                            check=check_probability)
     input_feeding: bool = setting(True, "feed the previous attentional state to the decoder")
     attention_score: str = setting("general", "Luong attention score",
                                    choices=("general", "dot"))
     scaled_attention: bool = setting(False, "divide the attention scores by √hidden_dim "
                                      "(against the attention's early collapse onto </s>)")
     uniform_init: float | None = setting(0.1, "every weight drawn from U(-a, a) "
-                                         "(OpenNMT-py); None: Keras' initialisers")
+                                         "(OpenNMT-py); None: Keras' initialisers",
+                                         check=above(0))
 
     small = {"embedding_dim": 16, "hidden_dim": 16, "num_layers": 1, "dropout": 0.0}
+
+    def check_across(self):
+        if self.bidirectional_encoder and self.hidden_dim % 2:
+            raise ConfigError("model.hidden_dim counts both directions of a bidirectional "
+                              "encoder: it must be even. Received: model.hidden_dim="
+                              f"{self.hidden_dim}, model.bidirectional_encoder=True")
 
     @property
     def width(self):
@@ -147,19 +164,28 @@ class TransformerConfig(ModelConfig, model_type="transformer",
                         model="tf_outheads_zoo.transformer:TransformerSeq2Seq"):
     """`tf_outheads_zoo.TransformerSeq2Seq` (Vaswani et al. 2017); defaults are the class's (base)."""
 
-    model_dim: int = setting(512, "d_model")
-    ffn_dim: int = setting(2048, "d_ff, the feed-forward inner size")
-    num_heads: int = setting(8, "attention heads")
-    encoder_layers: int = setting(6, "encoder layers")
-    decoder_layers: int = setting(6, "decoder layers")
-    dropout: float = setting(0.1, "dropout on residuals and embeddings")
-    attention_dropout: float = setting(0.1, "dropout on attention weights")
-    ffn_dropout: float = setting(0.1, "dropout inside the feed-forward block")
+    model_dim: int = setting(512, "d_model", check=at_least(1))
+    ffn_dim: int = setting(2048, "d_ff, the feed-forward inner size", check=at_least(1))
+    num_heads: int = setting(8, "attention heads", check=at_least(1))
+    encoder_layers: int = setting(6, "encoder layers", check=at_least(1))
+    decoder_layers: int = setting(6, "decoder layers", check=at_least(1))
+    dropout: float = setting(0.1, "dropout on residuals and embeddings",
+                            check=check_probability)
+    attention_dropout: float = setting(0.1, "dropout on attention weights",
+                                      check=check_probability)
+    ffn_dropout: float = setting(0.1, "dropout inside the feed-forward block",
+                                check=check_probability)
     norm: str = setting("post", "layer norm placement", choices=("post", "pre"))
 
     small = {"model_dim": 16, "ffn_dim": 32, "num_heads": 2, "encoder_layers": 1,
              "decoder_layers": 1, "dropout": 0.0, "attention_dropout": 0.0,
              "ffn_dropout": 0.0}
+
+    def check_across(self):
+        if self.model_dim % self.num_heads or self.model_dim % 2:
+            raise ConfigError("model.model_dim must be even and divisible by model.num_heads. "
+                              f"Received: model.model_dim={self.model_dim}, "
+                              f"model.num_heads={self.num_heads}")
 
     @property
     def width(self):

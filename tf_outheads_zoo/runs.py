@@ -8,9 +8,11 @@ What every command on a run directory needs (`train`, `translate`, `evaluate`, `
 """
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import tempfile
 import zipfile
 
 import keras
@@ -61,6 +63,16 @@ def stored_preset(run_dir):
     return {"name": name, **preset}
 
 
+# Settings the files a first start builds before its first step depend on (tokenizer,
+# word pairs, word vectors, a parent's copies): every `data` key but `BATCHING_KEYS`, and
+# these. A directory that took no training step takes new values of any other setting
+# (a first start that failed on a bad one is not stuck: `resolve_preset`).
+RESOURCE_KEYS = ("train.seed", "train.init_from", "train.update_vocab",
+                 "model.shared_private")
+BATCHING_KEYS = ("data.batch_tokens", "data.bucket_width", "data.shuffle_buffer",
+                 "data.shuffle_indices", "data.max_sequence_length", "data.subword_sampling")
+
+
 def holds_run(run_dir, tokenizer=True):
     """Whether `run_dir` holds a run: a tokenizer (unless `tokenizer` is False: one
     placed there before training, as a study shares its tokenizer, read no data), a
@@ -87,9 +99,11 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=prin
     `parent`'s (a stored preset: the run `train.init_from` names), else the
     default preset. With one, the stored preset must agree with it, and
     with `overrides`, on every setting but `RESUMABLE_TRAIN_KEYS` and the
-    `decode` section, when the directory holds a run (`holds_run`); a
-    `preset.json` alone (a first start that failed) is replaced by the new
-    settings, with one logged line. Nothing is written.
+    `decode` section, when the directory holds a run (`holds_run`). The
+    `preset.json` of a first start that failed before its first training step is
+    replaced by the new settings, with one logged line; where it built its
+    tokenizer already, only if no setting its files depend on differs
+    (`RESOURCE_KEYS`, the data section but `BATCHING_KEYS`). Nothing is written.
 
     Raises:
         RunDirectoryError: naming the run directory, both presets and the
@@ -120,9 +134,12 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=prin
             for key in set(wanted.get(section, {})) | set(stored.get(section, {}))
             if not (section == "train" and key in RESUMABLE_TRAIN_KEYS)
             and wanted.get(section, {}).get(key) != stored.get(section, {}).get(key))
-        if differ and not holds_run(run_dir):
-            log(f"[train] {run_dir}: its {PRESET_FILE} is from a start that built no tokenizer "
-                f"and no backup; this command's settings replace it ({', '.join(differ[:8])}"
+        untrained = not holds_run(run_dir, tokenizer=False)
+        if differ and (not holds_run(run_dir) or (
+                untrained and not any(key in RESOURCE_KEYS or (
+                    key.startswith("data.") and key not in BATCHING_KEYS) for key in differ))):
+            log(f"[train] {run_dir}: its {PRESET_FILE} is from a start that took no training "
+                f"step; this command's settings replace it ({', '.join(differ[:8])}"
                 f"{', ...' if len(differ) > 8 else ''})")
         elif differ:
             raise RunDirectoryError(
@@ -201,7 +218,14 @@ def check_data_fingerprints(run_dir, data_config, log=print):
     if holds_run(run_dir):
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
-                recorded = json.load(f).get("files", {})
+                try:
+                    recorded = json.load(f).get("files", {})
+                except (ValueError, AttributeError):
+                    raise RunDirectoryError(
+                        f"{path}: damaged (not the JSON record of the data files this run "
+                        "trained on), so a resume cannot check them. Restore it, or, if the "
+                        "data files did not change, delete it (it is written anew). Nothing "
+                        "was changed.") from None
         elif holds_run(run_dir, tokenizer=False):
             # (A tokenizer alone, as a study places one before training, read no data.)
             log(f"[data] {run_dir} holds a run from before data files were fingerprinted: "
@@ -320,6 +344,67 @@ def check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokeniz
                 "Put back the run's own tokenizer files; the model cannot read other ids.")
 
 
+# What a write that does not fit fails with: a full disk, a spent quota, a file-size
+# limit (`ulimit -f`: the kernel's SIGXFSZ, which Python ignores, leaves EFBIG).
+NO_SPACE_ERRNOS = {errno.ENOSPC: "its disk is full", errno.EDQUOT: "its disk quota is spent",
+                   errno.EFBIG: "a file reached the file-size limit, ulimit -f"}
+DAMAGED_MODEL_REMEDY = ("train again, or restore it from the run's best weights with "
+                        "`tf-outheads train --run-dir` after deleting it")
+
+
+def _no_space(error):
+    """The `OSError` of a write that did not fit (`NO_SPACE_ERRNOS`) in `error` or in the
+    exceptions it was raised from or while handling (Keras may wrap it), or `None`."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in NO_SPACE_ERRNOS:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def load_model_file(model_path, compile=True, remedy=DAMAGED_MODEL_REMEDY):
+    """The `.keras` model at `model_path`, loaded in Keras' safe mode: a config naming
+    a function (a crafted file naming `os.system`) is refused, nothing of it is run.
+
+    Keras extracts the archive into temporary files (`TMPDIR`); when they do not fit
+    (a full disk, a quota, a file-size limit), the model is not damaged and is not
+    reported so.
+
+    Raises:
+        OSError: the temporary files did not fit; the message names the model, `TMPDIR`
+            and the cause (never advising to delete the model).
+        ValueError: naming `model_path`: not a readable .keras model (damaged, or from
+            another program), and `remedy`.
+    """
+    try:
+        if os.path.isfile(model_path) and not zipfile.is_zipfile(model_path):
+            # (Keras says "File not found" of a file that is there.)
+            raise zipfile.BadZipFile("not a complete zip archive: truncated, or not a "
+                                     f".keras file ({os.path.getsize(model_path)} bytes)")
+        return keras.saving.load_model(model_path, compile=compile, safe_mode=True)
+    except Exception as error:  # a full disk first, whatever exception wraps it
+        full = _no_space(error)
+        # (Not the system's words, "No space left on device": for those `error_message`
+        # adds a training run's advice.)
+        if full is not None:
+            raise OSError(
+                f"no space left for the temporary files of loading {model_path} (TMPDIR="
+                f"{tempfile.gettempdir()}: {NO_SPACE_ERRNOS[full.errno]}): free space or set "
+                "TMPDIR to another directory, then run the same command again; the model is "
+                f"not damaged. Received: errno {errno.errorcode[full.errno]}") from None
+        # TypeError: a config naming a class or function Keras will not load in safe
+        # mode (a crafted file naming `os.system`).
+        if not isinstance(error, (OSError, ValueError, KeyError, TypeError,
+                                  zipfile.BadZipFile)):
+            raise
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(f"{model_path}: not a readable .keras model, damaged or from "
+                         f"another program ({type(error).__name__}: {first_line}); "
+                         f"{remedy}") from None
+
+
 def load_run(run_dir):
     """The trained model and tokenizers of a run directory (checked to belong together),
     and its preset (`stored_preset`: in today's form, whichever version wrote it)."""
@@ -333,16 +418,7 @@ def load_run(run_dir):
                                 "missing (tf-outheads train writes it)")
     # Its model type's class, imported: Keras finds a class only once its module ran.
     MODEL_TYPES[preset["model"]["model_type"]].model_class()
-    try:
-        model = keras.saving.load_model(model_path, safe_mode=True)
-    # TypeError: a config naming a class or function Keras will not load in safe mode
-    # (a crafted file naming `os.system`).
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
-        first_line = (str(error).strip().splitlines() or [""])[0]
-        raise ValueError(f"{model_path}: not a readable .keras model, damaged or from "
-                         f"another program ({type(error).__name__}: {first_line}); "
-                         "train again, or restore it from the run's best weights with "
-                         "`tf-outheads train --run-dir` after deleting it") from None
+    model = load_model_file(model_path)
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
     return model, source_tokenizer, target_tokenizer, preset

@@ -77,6 +77,59 @@ def check_at_least_one(value, dotted):
         raise ConfigError(f"{dotted} must be >= 1{none}. Received: {dotted}={value!r}")
 
 
+def at_least(minimum):
+    """`check` of a count or size: an int `>= minimum`."""
+    def check(value, dotted):
+        if value < minimum:
+            raise ConfigError(f"{dotted} must be >= {minimum}. Received: {dotted}={value!r}")
+    return check
+
+
+def above(minimum):
+    """`check` of a number that must exceed `minimum` (a rate, a ratio, a norm)."""
+    def check(value, dotted):
+        if not value > minimum:  # NaN too
+            raise ConfigError(f"{dotted} must be above {minimum}. Received: {dotted}={value!r}")
+    return check
+
+
+def check_probability(value, dotted):
+    """`check` of a dropout rate or a smoothing share: in [0, 1)."""
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"{dotted} must be in [0, 1). Received: {dotted}={value!r}")
+
+
+# `SampledSoftmaxLoss`'s modes a zoo run can use (`tf_outheads.losses.sampled_softmax.MODES`
+# but 'unigram', whose counts a run does not give; not imported: no TensorFlow here).
+SAMPLED_SOFTMAX_MODES = ("batch", "uniform", "log_uniform")
+
+
+def check_sampled_softmax(value, dotted):
+    """`check` of `train.sampled_softmax`: `SampledSoftmaxLoss`'s checks of its mode,
+    fraction (in (0, 1]) and sample size (a positive int), naming `dotted`."""
+    mode = value.get("mode", "batch")
+    fraction, num_sampled = value.get("fraction"), value.get("num_sampled")
+    received = f"Received: {dotted}={value!r}"
+    if mode == "unigram":
+        raise ConfigError(f"{dotted}.mode 'unigram' needs unigram counts, which a zoo run does "
+                          f"not give: use 'batch', 'uniform' or 'log_uniform'. {received}")
+    if mode not in SAMPLED_SOFTMAX_MODES:
+        raise ConfigError(f"{dotted}.mode must be one of "
+                          f"{', '.join(map(repr, SAMPLED_SOFTMAX_MODES))}. {received}")
+    if mode == "batch" and num_sampled is not None:
+        raise ConfigError(f"{dotted}: mode 'batch' takes a fraction (p of Pappas et al. Table "
+                          f"4), not num_sampled. {received}")
+    if mode != "batch" and (fraction is None) == (num_sampled is None):
+        raise ConfigError(f"{dotted}: mode {mode!r} takes exactly one of fraction and "
+                          f"num_sampled. {received}")
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(
+            fraction, (int, float)) or not 0.0 < fraction <= 1.0):
+        raise ConfigError(f"{dotted}.fraction must be in (0, 1]. {received}")
+    if num_sampled is not None and (isinstance(num_sampled, bool) or not isinstance(
+            num_sampled, int) or num_sampled < 1):
+        raise ConfigError(f"{dotted}.num_sampled must be an int >= 1. {received}")
+
+
 def type_name(annotation):
     if isinstance(annotation, types.UnionType):
         return " or ".join(type_name(arg) for arg in typing.get_args(annotation))

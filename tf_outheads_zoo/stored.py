@@ -49,28 +49,66 @@ def without_init_keys(preset):
                                 if key not in INIT_KEYS}}
 
 
-def _read_mapping(path):
-    """A YAML (or, for `.json`, JSON) file's top-level mapping."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if path.endswith(".json"):
-        try:
-            values = json.loads(text)
-        except ValueError as error:
-            raise ConfigError(f"{path}: not valid JSON ({error})") from None
-    else:
-        import yaml
+# Bounds of a parsed run or study file (a few KB in practice): its size, and the values
+# it holds once YAML aliases are expanded (nine levels of nine aliases are 387M values
+# from a 1 KB file, which writing preset.json would expand) and how deep they nest.
+MAX_FILE_BYTES = 1 << 20
+MAX_VALUES = 100_000
+MAX_DEPTH = 50
 
-        try:
-            values = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(error).split())})") \
-                from None
+
+def _check_bounds(values, path):
+    """Refuses a parsed file holding more than `MAX_VALUES` values (aliases counted each
+    time they are used) or nested deeper than `MAX_DEPTH`, before anything reads it."""
+    count, stack = 0, [(values, 1)]
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES or depth > MAX_DEPTH:
+            what = (f"more than {MAX_VALUES:,} values (YAML aliases counted each time they "
+                    "are used)" if count > MAX_VALUES else f"values nested deeper than "
+                    f"{MAX_DEPTH} levels")
+            raise ConfigError(f"{path}: holds {what}; a run or study file is a few settings. "
+                              "Nothing was written.")
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, depth + 1) for item in value)
+
+
+def _read_mapping(path, expected=None, what="run file"):
+    """A YAML (or, for `.json`, JSON) file's top-level mapping, bounded (`MAX_FILE_BYTES`,
+    `_check_bounds`). `expected`: the top-level keys named when the file is not a mapping
+    (default `RUN_FILE_KEYS`), `what` the kind of file."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read(MAX_FILE_BYTES + 1)
+    if len(text) > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; a {what} is a few "
+                          "settings (the data goes in files it names). Nothing was written.")
+    try:
+        if path.endswith(".json"):
+            try:
+                values = json.loads(text)
+            except ValueError as error:
+                raise ConfigError(f"{path}: not valid JSON ({error})") from None
+        else:
+            import yaml
+
+            try:
+                values = yaml.safe_load(text)
+            except yaml.YAMLError as error:
+                raise ConfigError(f"{path}: not valid YAML ({' '.join(str(error).split())})") \
+                    from None
+    except RecursionError:
+        raise ConfigError(f"{path}: values nested too deep to read; a {what} is a few "
+                          "settings. Nothing was written.") from None
     if values is None:
         values = {}
     if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping of {', '.join(RUN_FILE_KEYS)}. "
+        raise ConfigError(f"{path}: a {what} is a mapping of "
+                          f"{', '.join(expected or RUN_FILE_KEYS)}. "
                           f"Received: {type(values).__name__}")
+    _check_bounds(values, path)
     return values
 
 
@@ -86,6 +124,8 @@ def read_run_config(path, overrides=None):
     if isinstance(parent, str):  # a trained run, relative to the run file
         parent = os.path.normpath(os.path.join(base, os.path.expanduser(parent)))
         values = {**values, "train": {**train, "init_from": parent}}
+    elif parent is None and isinstance((overrides or {}).get("train.init_from"), str):
+        parent = (overrides or {})["train.init_from"]  # `train --init-from R --config FILE`
     if name is None and isinstance(parent, str) and os.path.exists(
             os.path.join(parent, "preset.json")):
         # A child run without `preset:` starts from its parent's settings.
@@ -112,7 +152,7 @@ def read_run_config(path, overrides=None):
     if isinstance(changes.get("data"), dict):
         changes["data"] = resolve_paths(changes["data"], base)
     config = config.updated(changes, path, description=description)
-    return name, config.with_overrides(overrides, path)
+    return name, config.with_overrides(overrides, f"--set (or an option) over {path}")
 
 
 def load_run_config(path, overrides=None):

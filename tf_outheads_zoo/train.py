@@ -135,6 +135,7 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
     # Checked once, at the first start: a resume has its copies (and its stored preset).
     if parent_dir and not os.path.exists(os.path.join(run_dir, init_from.INIT_FILE)):
         init_from.check_compatible(init_from.parent_run(parent_dir), preset, parent_dir)
+        init_from.check_parent_files(parent_dir)  # safe to load, complete: then copied
     check_data_files(preset["data"], run_dir)
     train_config = preset["train"]
     strategy = tfo_strategy.make_strategy(train_config["strategy"],
@@ -266,9 +267,14 @@ def _prepare_data(preset, resource_dir, strategy, chief_first, log):
     # and builds its share of the global batch (data.batch_tokens / workers).
     workers, worker = tfo_strategy.num_workers(strategy), tfo_strategy.worker_index(strategy)
     per_worker_data = training_data.streamed and workers > 1
-    train_dataset = training_data.dataset(
-        source_tokenizer, target_tokenizer, seed=train_config["seed"],
-        **(dict(num_shards=workers, shard_index=worker) if per_worker_data else {}))
+    try:
+        train_dataset = training_data.dataset(
+            source_tokenizer, target_tokenizer, seed=train_config["seed"],
+            **(dict(num_shards=workers, shard_index=worker) if per_worker_data else {}))
+    except ValueError as error:
+        if "longer than the length limit" not in str(error):
+            raise
+        raise ConfigError(f"{_NO_PAIR_FITS.format(**data_config)} ({error})") from None
     if per_worker_data:
         log(f"[data] worker {worker} of {workers}: reads the "
             f"lines whose position modulo {workers} is its index; batches of at most "
@@ -285,6 +291,11 @@ def _prepare_data(preset, resource_dir, strategy, chief_first, log):
     dev_dataset = dev_dataset.apply(tf.data.experimental.assert_cardinality(dev_batches))
     return _RunData(splits, train, source_tokenizer, target_tokenizer, train_dataset,
                     dev_dataset, per_worker_data)
+
+
+_NO_PAIR_FITS = ("no training pair fits the length limits: every pair is longer than "
+                 "data.max_sequence_length={max_sequence_length} subword tokens (or than "
+                 "data.batch_tokens={batch_tokens}); raise them")
 
 
 def _build_model(preset, data, resource_dir, strategy, chief_first, log):
@@ -404,6 +415,15 @@ def _fit(model, preset, data, loss_keywords, run_dir, backup_dir, chief, log):
     note = smaller_epochs_budget(train_config)
     if note:
         log(f"[train] {note}")
+    try:
+        _train_model(model, train_config, data, callbacks, backup_dir)
+    except StopIteration:  # a streamed corpus whose pairs the pipeline all dropped
+        raise ConfigError(_NO_PAIR_FITS.format(**preset["data"]) + ". Nothing was trained."
+                          ) from None
+    return callbacks, bleu
+
+
+def _train_model(model, train_config, data, callbacks, backup_dir):
     train_model(
         model,
         data.train_dataset,
@@ -423,7 +443,6 @@ def _fit(model, preset, data, loss_keywords, run_dir, backup_dir, chief, log):
         jit_compile=train_config["jit_compile"],
         steps_per_execution=train_config["steps_per_execution"],
     )
-    return callbacks, bleu
 
 
 def _final_weights(model, data, run_dir, backup_dir, average_last, log):

@@ -448,7 +448,8 @@ def test_a_run_file_with_another_model_is_refused_on_an_existing_run(small_corpu
     (run_dir / "preset.json").write_text(json.dumps(
         {"name": "lstm-tiny", **get_preset("lstm-tiny", {"data.corpus": small_corpus})}),
         encoding="utf-8")
-    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run, not a failed start
+    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run that trained,
+    (run_dir / "loss_curves.csv").write_text("step\n", encoding="utf-8")  # not a failed start
     run_file = _run_file(tmp_path / "other.yaml", small_corpus,
                          model="{hidden_dim: 48}")
     with pytest.raises(SystemExit) as exit_info:

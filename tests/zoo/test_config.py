@@ -278,7 +278,7 @@ def test_a_json_run_file_without_a_preset_starts_from_the_defaults(tmp_path):
     ("presets: lstm-cpu\n", r"run.yaml: unknown top-level key 'presets'; did you mean 'preset'"),
     ("train:\n  seed: many\n", r"run.yaml: train.seed must be int. Received: train.seed='many'"),
     ("train: 3\n", r"run.yaml: section 'train' must be a mapping"),
-    ("- a\n- b\n", r"run.yaml: expected a mapping"),
+    ("- a\n- b\n", r"run.yaml: a run file is a mapping of preset"),
     ("data: [\n", r"run.yaml: not valid YAML"),
 ], ids=["unknown_key", "other_model_type", "unknown_preset", "top_level", "type", "section",
         "not_a_mapping", "yaml_syntax"])
@@ -356,7 +356,8 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
     run_dir.mkdir()
     (run_dir / "preset.json").write_text(json.dumps(_stored_before_bucket_width()),
                                          encoding="utf-8")
-    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run, not a failed start
+    (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run that trained,
+    (run_dir / "loss_curves.csv").write_text("step\n", encoding="utf-8")  # not a failed start
     name, preset = resolve_preset(None, str(run_dir), {"train.max_steps": 3000})
     assert name == "lstm-cpu-softmax" and preset["data"]["bucket_width"] == 8
     assert preset["train"]["max_steps"] == 3000

@@ -152,6 +152,24 @@ def test_a_run_file_without_a_preset_starts_from_its_parents_settings(tmp_path):
     assert preset["train"]["update_vocab"] is None and preset["train"]["max_steps"] == 50
 
 
+def test_init_from_on_the_command_line_with_a_run_file_without_a_preset(tmp_path):
+    # `train --init-from R --config domain.yaml`: the file changes the data only, and
+    # the run takes R's settings (README), not the defaults R's would be refused against.
+    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.stored import read_run_config
+
+    parent_dir = tmp_path / "parent"
+    parent_dir.mkdir()
+    stored = get_preset("lstm-tiny", {"model.hidden_dim": 48})
+    (parent_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **stored}))
+    run_file = tmp_path / "domain.yaml"
+    run_file.write_text("data: {max_length: 80}\ntrain: {max_steps: 50}\n")
+    name, config = read_run_config(str(run_file), {"train.init_from": str(parent_dir)})
+    preset = config.to_dict()
+    assert name == "lstm-tiny" and preset["model"]["hidden_dim"] == 48
+    assert preset["data"]["max_length"] == 80 and preset["train"]["init_from"] == str(parent_dir)
+
+
 @pytest.mark.slow  # a parent and a child: ~20 s
 def test_init_optimizer_goes_on_from_the_parents_step(corpora, tmp_path):
     parent_dir, child_dir = tmp_path / "parent", tmp_path / "child"

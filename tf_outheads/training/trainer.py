@@ -43,6 +43,9 @@ What one step does:
    raises `TrainingPreempted`; the same call resumes from that backup, as
    after kill -9, without losing the steps since the last periodic backup.
    (A callback busy at that moment, e.g. a dev BLEU evaluation, finishes first.)
+   Ctrl-C (SIGINT) does the same; a second Ctrl-C interrupts at once
+   (`KeyboardInterrupt`), as usual. A SIGINT the process ignores (started in
+   the background) stays ignored.
 
 With deterministic ops (`tf.config.experimental.enable_op_determinism()`)
 an interrupted and resumed run ends with the same weights as an
@@ -81,43 +84,55 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class TrainingPreempted(Exception):
-    """The process got SIGTERM (a scheduler's preemption, `kill`): training stopped at a
-    step boundary after writing a backup, from which the same call resumes.
+    """The process got SIGTERM (a scheduler's preemption, `kill`) or SIGINT (Ctrl-C):
+    training stopped at a step boundary after writing a backup, from which the same call
+    resumes.
 
     Attributes:
         step: int, the last step trained (the backup's).
         backup: str or `None`, the backup written.
+        signal: `signal.Signals`, the signal received (`SIGTERM` when another worker
+            of a multi-worker job got it).
     """
 
-    def __init__(self, step, backup):
+    def __init__(self, step, backup, signum=signal.SIGTERM):
         self.step, self.backup = int(step), backup
+        self.signal = signal.Signals(signum)
         super().__init__(
-            f"stopped by SIGTERM after step {self.step}; "
+            ("interrupted by Ctrl-C (SIGINT)" if self.signal == signal.SIGINT
+             else f"stopped by {self.signal.name}") + f" after step {self.step}; "
             + (f"backup {backup} written: " if backup else "")
             + "the same command resumes from it")
 
 
 class _SignalFlag:
-    """While active, SIGTERM sets `received` instead of killing the process (main thread
-    only: Python runs signal handlers there); the previous handler comes back after."""
+    """While active, SIGTERM and SIGINT set `received` (the first one's number) instead
+    of ending the process (main thread only: Python runs signal handlers there); the
+    previous handlers come back after. A second SIGINT goes to the previous handler at
+    once (Python's: `KeyboardInterrupt`), as a second Ctrl-C should; an ignored SIGINT
+    (a process started in the background) stays ignored."""
 
     def __init__(self, enabled):
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.received = False
-        self._previous = None
+        self.received = None
+        self._previous = {}
 
     def __enter__(self):
         if self.enabled:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handle)
+            if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, None):
+                self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._handle)
         return self
 
     def _handle(self, signum, frame):
-        del signum, frame
-        self.received = True
+        del frame
+        self.received = self.received or signum
+        if signum == signal.SIGINT:  # the next Ctrl-C interrupts at once
+            signal.signal(signum, self._previous[signum])
 
     def __exit__(self, *exc_info):
-        if self.enabled:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
         return False
 
 
@@ -653,8 +668,8 @@ class Trainer:
                 protect=_protected_steps(callbacks))
             backed_up[0] = step
 
-        # SIGTERM (preemption) stops at the next step boundary with a backup, where a
-        # backup directory is set; without one it kills the process as before.
+        # SIGTERM (preemption) and Ctrl-C stop at the next step boundary with a backup,
+        # where a backup directory is set; without one they end the process as before.
         with _gradients_summed_by_caller(model.optimizer), \
                 _SignalFlag(self.backups is not None) as termination:
             callback_list.on_train_begin()
@@ -696,13 +711,14 @@ class Trainer:
                                 "data_fingerprint": int(fingerprints[index])}
                         callback_list.on_train_batch_end(batch, logs)
                         batch += 1
-                    preempted = self._agree_to_stop(termination.received)
+                    preempted = self._agree_to_stop(bool(termination.received))
                     position = (epoch, batch) if batch < steps_per_epoch else (epoch + 1, 0)
                     if preempted:
                         if backed_up[0] != step:
                             backup(*position)
                         latest = self.backups.checkpoints() if self.backups else []
-                        raise TrainingPreempted(step, latest[-1][1] if latest else None)
+                        raise TrainingPreempted(step, latest[-1][1] if latest else None,
+                                                termination.received or signal.SIGTERM)
                     done = model.stop_training or batch == steps_per_epoch
                     if (self.backup_every_n_steps and step % self.backup_every_n_steps == 0
                             and not done):
@@ -827,7 +843,8 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
 
     Raises:
         NonFiniteLossError: see `nonfinite`.
-        TrainingPreempted: SIGTERM arrived (with a `backup_dir`); the backup is written.
+        TrainingPreempted: SIGTERM or SIGINT (Ctrl-C) arrived (with a `backup_dir`); the
+            backup is written.
 
     Example:
     ```python
