@@ -206,14 +206,14 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
     study = _toy_study(corpus)
     commands = []
 
-    def fake_run(command, **kwargs):
+    def fake_run(command, log_path, what, **kwargs):
         commands.append(command)
         run_dir = command[command.index("--run-dir") + 1]
+        assert log_path == os.path.join(run_dir, "train.log")
         with open(os.path.join(run_dir, "results.json"), "w") as f:
             f.write("{}")
-        return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(runner, "run_child", fake_run)
     scored = []
     monkeypatch.setattr(runner, "score_run", lambda run_dir, log: scored.append(run_dir))
     runs_dir = str(tmp_path / "runs")

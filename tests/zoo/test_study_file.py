@@ -73,6 +73,14 @@ def test_a_study_file_is_read_into_arms_that_carry_its_data(tmp_path):
     (("seeds: [1, 2]", "seeds: [1, 2, 1]"), "seeds must name each seed once; repeated: 1"),
     (("tied:  {preset: lstm-tiny}", "tied:  {preset: lstm-tiny, seeds: [3, 3]}"),
      "arms.tied.seeds must name each seed once; repeated: 3"),
+    # PyYAML keeps the last of a key given twice: two arms "tied" were one ("needs at
+    # least two arms"), a second budget silently replaced the first (issue 54).
+    (("  joint: {preset", "  tied: {preset"),
+     "arms.tied is given twice, and YAML would keep only the last: give each key once. "
+     "Received: arms.tied on lines 12 and 13"),
+    (("baseline: tied", "budget: {steps: 8}"), "budget is given twice"),
+    (("joint_dim: 16", "joint_dim: 16, joint_dim: 8"),
+     "arms.joint.set.model.head.config.joint_dim is given twice"),
 ])
 def test_a_wrong_study_file_names_the_file_and_the_key(tmp_path, change, message):
     old, new = change
@@ -82,9 +90,19 @@ def test_a_wrong_study_file_names_the_file_and_the_key(tmp_path, change, message
     assert message in str(error.value) and "study.yaml" in str(error.value)
 
 
+def test_a_study_file_that_is_a_list_names_the_study_keys(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("- tied\n- joint\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"study.yaml: a study file is a mapping of .*arms.*"
+                                          r"Received: list") as error:
+        read_study_file(str(path))
+    assert "preset" not in str(error.value)  # a run file's keys
+
+
 def test_seeds_given_twice_on_the_command_line_are_refused(tmp_path):
     study = read_study_file(write(tmp_path, STUDY))
-    with pytest.raises(ValueError, match="--seeds must name each seed once .* Received: 1,2,1"):
+    with pytest.raises(ConfigError, match="--seeds must name each seed once; repeated: 1 .*"
+                                          "Received: 1,2,1"):
         study_seeds(study, "joint", [1, 2, 1])
 
 
@@ -122,6 +140,18 @@ def test_a_study_file_trains_every_arm_and_seed_on_text_files_and_reports(tmp_pa
             time.sleep(0.5)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    # The training it ran (in its own process group) got SIGTERM as the study died
+    # (PR_SET_PDEATHSIG): it writes its backup and ends; a rerun before is refused.
+    from tf_outheads_zoo.runs import RunDirectoryError, run_directory_lock
+
+    for lock in runs_dir.glob("*/s*/.lock"):
+        while True:
+            try:
+                with run_directory_lock(str(lock.parent)):
+                    break
+            except RunDirectoryError:
+                assert time.monotonic() < deadline, "the killed study's training ran on"
+                time.sleep(0.5)
     finished_at = os.path.getmtime(first / "results.json")
     assert not (runs_dir / "joint" / "s2" / "results.json").exists()
 

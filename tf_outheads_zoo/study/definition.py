@@ -84,14 +84,20 @@ class Study:
 
 def study_seeds(study, arm_name, seeds=None):
     """The seeds an arm runs: `seeds` (the command's), the arm's own, the study's, or
-    `DEFAULT_SEEDS`."""
+    `DEFAULT_SEEDS`. A seed named twice is a `ConfigError` naming the key and the seed
+    (one run counted twice: the study announced 4 runs and reported one seed)."""
+    from tf_outheads_zoo.config import ConfigError
+
     arm = study.arms[arm_name]
-    for chosen in (seeds, arm.seeds, study.seeds):
+    for key, chosen in (("--seeds", seeds), (f"arms.{arm_name}.seeds", arm.seeds),
+                        ("seeds", study.seeds)):
         if chosen is not None:
             chosen = tuple(chosen)
-            if len(set(chosen)) != len(chosen):
-                raise ValueError(f"--seeds must name each seed once (a seed twice is one run "
-                                 f"counted twice). Received: {','.join(map(str, chosen))}")
+            repeated = sorted({s for s in chosen if chosen.count(s) > 1})
+            if repeated:
+                raise ConfigError(f"{key} must name each seed once; repeated: "
+                                  f"{', '.join(map(str, repeated))} (a seed twice is one run "
+                                  f"counted twice). Received: {','.join(map(str, chosen))}")
             return chosen
     return DEFAULT_SEEDS
 

@@ -73,6 +73,46 @@ def _number(value, where):
     return float(match.group(1))
 
 
+def _repeated_key(node, where=""):
+    """`(dotted key, first line, line)` of the first key that a mapping of a composed YAML
+    `node` gives twice (in the file's order), else None."""
+    import yaml
+
+    if isinstance(node, yaml.SequenceNode):
+        items = [(f"{where}[{index}]", value) for index, value in enumerate(node.value)]
+    elif isinstance(node, yaml.MappingNode):
+        lines, items = {}, []
+        for key, value in node.value:
+            name = f"{where}.{key.value}" if where else str(key.value)
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in lines:
+                    return name, lines[key.value], key.start_mark.line + 1
+                lines[key.value] = key.start_mark.line + 1
+            items.append((name, value))
+    else:
+        return None
+    for name, value in items:
+        found = _repeated_key(value, name)
+        if found:
+            return found
+    return None
+
+
+def _refuse_repeated_keys(path):
+    """Refuses a YAML study file giving a key twice in one mapping: PyYAML keeps the last
+    silently (two arms of one name were one arm, and the study "needed two arms")."""
+    import yaml
+
+    if path.endswith(".json"):
+        return
+    with open(path, encoding="utf-8") as f:
+        found = _repeated_key(yaml.compose(f.read(), Loader=yaml.SafeLoader))
+    if found:
+        key, first, line = found
+        raise ConfigError(f"{path}: {key} is given twice, and YAML would keep only the last: "
+                          f"give each key once. Received: {key} on lines {first} and {line}")
+
+
 def read_study_file(path):
     """The `Study` of a study file, checked (see the module doc).
 
@@ -84,7 +124,8 @@ def read_study_file(path):
     from tf_outheads_zoo.stored import _read_mapping, resolve_paths
 
     path = os.fspath(path)
-    values = _read_mapping(path)
+    values = _read_mapping(path, STUDY_KEYS, "study file")
+    _refuse_repeated_keys(path)
     refuse_unknown(values, STUDY_KEYS, path)
     data = _mapping(values.get("data") or {}, f"{path}: data")
     data = resolve_paths(data, os.path.dirname(os.path.abspath(path)))

@@ -62,6 +62,7 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                                            for k, v in shared.items()) + ".", ""]
     for arm_name, arm in study.arms.items():
         arm_runs = runs[arm_name]
+        stalls = {s: stall_check(run_dir) for s, run_dir in arm_runs.items()}  # every row's
         for variant, _ in ((None, None),) + tuple(arm.decodings):
             label = arm_name + (f" ({variant})" if variant else "")
             if not arm_runs:
@@ -81,7 +82,6 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
             # arms of a study share them: `data_differences`).
             texts = [text_metrics(arm_runs[s], "test", variant,
                                   baseline_runs.get(s) or arm_runs[s]) for s in seeds]
-            stalls = {s: stall_check(arm_runs[s]) for s in seeds}
             deltas, p_test, p_dev = [], [], []
             if arm_name != study.baseline:
                 deltas, p_values, arm_signature = paired_tests(
@@ -221,8 +221,12 @@ def study_report(name, runs_dir=None, figures_dir=None, samples=1000, study=None
                 arm = paired_against(arm, runs[claim.arm], runs[claim.baseline], samples,
                                      references_runs=baseline_runs)
             base = summary.get(claim.baseline)
-            pairs[claim] = (arm, base, claim_tests(arm, base, claim, samples)
-                            if arm and base else [])
+            if claim.baseline == study.baseline and not claim.threshold \
+                    and claim.arm in row_tests:
+                tests = row_tests[claim.arm]  # the table's own tests (the same resamples)
+            else:
+                tests = claim_tests(arm, base, claim, samples) if arm and base else []
+            pairs[claim] = (arm, base, tests)
             families += [t["effect"].p_value for t in pairs[claim][2]]
     adjusted_family = iter(holm(families))
     family = f"family of {len(families)}"

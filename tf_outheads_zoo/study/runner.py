@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 
 from tf_outheads_zoo.study.definition import (
@@ -14,6 +13,8 @@ from tf_outheads_zoo.study.definition import (
     TOKENIZER_SEED, arm_run_dir, budget_name, check_run_model, check_run_settings, run_settings,
     short_hash, study_seeds, write_run_settings)
 from tf_outheads_zoo.study.file import get_study
+from tf_outheads_zoo.study.process import (Interrupted, check_not_in_use, run_child,
+                                           stop_on_signals)
 from tf_outheads_zoo.study.stats import primary_score
 
 # What a record holds besides the translations and their references (`record_run`).
@@ -68,15 +69,58 @@ def _literal(value):
     return repr(value)
 
 
+def run_overrides(study, arm_name, seed):
+    """The overrides a run of `arm_name` trains with: the arm's, plus `train.seed`, the
+    study's step or time budget, evaluation every `eval_every` steps, no early stopping,
+    and the shared tokenizer's seed."""
+    overrides = study.arms[arm_name].override_dict()
+    overrides.update({
+        "data.tokenizer_seed": TOKENIZER_SEED,
+        "train.seed": seed,
+        "train.max_steps": None if study.minutes else study.steps,
+        "train.max_minutes": study.minutes,
+        "train.steps_per_epoch": study.eval_every,
+        "train.patience": None,
+    })
+    return overrides
+
+
+def check_arm_settings(name, study, arm_name, seed):
+    """Refuses a run whose settings (`run_overrides` on the arm's preset) the schema or
+    the registries refuse, as `tf-outheads train` would, but before any run of the study
+    trains: a `ConfigError` naming the study and the arm (a study file's arms are checked
+    when it is read; a built-in study's, the command's --steps and the run keys here)."""
+    from tf_outheads_zoo.components import check_components
+    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.presets import preset_config
+
+    try:
+        check_components(preset_config(study.arms[arm_name].preset,
+                                       run_overrides(study, arm_name, seed)))
+    except ValueError as error:
+        raise ConfigError(f"study {name}: arms.{arm_name}: {error}") from None
+
+
+def train_command(preset, run_dir, overrides):
+    """`tf-outheads train` of one run, as the subprocess `train_arm` starts."""
+    command = [sys.executable, "-m", "tf_outheads_zoo.cli", "train", "--preset", preset,
+               "--run-dir", run_dir]
+    for key, value in overrides.items():
+        command += ["--set", f"{key}={_literal(value)}"]
+    return command
+
+
 def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
     """Trains one arm of `study` for one seed (unless finished); returns its run directory,
     `RUNS_DIR/<arm>/s<seed>` (`arm_run_dir`).
 
-    The run is `tf-outheads train` in a subprocess (its log in `train.log`) with
-    the arm's overrides plus `train.seed`, the study's step or time budget, evaluation
-    every `eval_every` steps, no early stopping, and the shared tokenizer. Its settings
-    are written first (`study_run.json`): a run killed midway resumes from its backup
-    when the study runs again, and a run of other settings is refused
+    The run is `tf-outheads train` in a subprocess (`process.run_child`: its log in
+    `train.log`) with the arm's overrides plus `train.seed`, the study's step or time
+    budget, evaluation every `eval_every` steps, no early stopping, and the shared
+    tokenizer (`run_overrides`); a directory another process trains in is refused
+    (`process.check_not_in_use`), and a failed run raises `process.StudyRunError`, one
+    line. Its settings are written first (`study_run.json`): a run killed midway resumes
+    from its backup when the study runs again, and a run of other settings is refused
     (`check_run_settings`), never retrained or mixed in. With `records_dir`, the finished
     run (and its extra decodings) is recorded there (`record_run`).
     """
@@ -86,29 +130,17 @@ def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
     check_run_settings(run_dir, settings)
     check_run_model(run_dir, arm)
     if not os.path.exists(os.path.join(run_dir, "results.json")):
+        check_not_in_use(run_dir, f"arm {arm_name} seed {seed}")
         source = tokenizer_dir(runs_dir, arm.preset, arm.override_dict(), log=log)
         write_run_settings(run_dir, settings)
         for name in os.listdir(source):
             if name.startswith("spm_") or name == "tokenizer.json":
                 if not os.path.exists(os.path.join(run_dir, name)):
                     shutil.copy(os.path.join(source, name), os.path.join(run_dir, name))
-        overrides = dict(arm.overrides)
-        overrides.update({
-            "data.tokenizer_seed": TOKENIZER_SEED,
-            "train.seed": seed,
-            "train.max_steps": None if study.minutes else study.steps,
-            "train.max_minutes": study.minutes,
-            "train.steps_per_epoch": study.eval_every,
-            "train.patience": None,
-        })
-        command = [sys.executable, "-m", "tf_outheads_zoo.cli", "train", "--preset", arm.preset,
-                   "--run-dir", run_dir]
-        for key, value in overrides.items():
-            command += ["--set", f"{key}={_literal(value)}"]
+        command = train_command(arm.preset, run_dir, run_overrides(study, arm_name, seed))
         env = dict(os.environ, TF_OUTHEADS_QUIET="1", TF_CPP_MIN_LOG_LEVEL="2")
-        with open(os.path.join(run_dir, "train.log"), "a", encoding="utf-8") as out:
-            subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=True,
-                           cwd=_PACKAGE_PARENT)
+        run_child(command, os.path.join(run_dir, "train.log"),
+                  f"arm {arm_name} seed {seed}: tf-outheads train", env=env, cwd=_PACKAGE_PARENT)
     score_run(run_dir, log=log)
     for suffix, options in arm.decodings:
         _decode_variant(run_dir, suffix, dict(options), log=log)
@@ -257,7 +289,8 @@ def translate_flags(options):
 
 
 def _decode_variant(run_dir, suffix, options, log=print):
-    """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`."""
+    """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`
+    (its log in `translate.log`)."""
     from tf_outheads_zoo.splits import read_split
 
     with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
@@ -273,8 +306,9 @@ def _decode_variant(run_dir, suffix, options, log=print):
         command = [sys.executable, "-m", "tf_outheads_zoo.cli", "translate", "--run-dir", run_dir,
                    "--input", source, "--output", output + ".tmp", *translate_flags(options)]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL,
-                       cwd=_PACKAGE_PARENT)
+        run_child(command, os.path.join(run_dir, "translate.log"),
+                  f"{run_dir}: tf-outheads translate of {split} with {options}", env=env,
+                  cwd=_PACKAGE_PARENT)
         os.replace(output + ".tmp", output)
         log(f"[study] {run_dir}: {split} decoded with {options} → {output}")
 
@@ -285,10 +319,13 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
     file's), one after the other, in `runs_dir/<arm>/s<seed>`; returns the study run (with
     `steps`, the command's budget, in place of the study's).
 
-    Every finished or started run is checked against the study first
-    (`check_run_settings`): a changed setting is refused before anything trains. One
-    line per run says its arm, seed, steps of the budget, its time and the study's ETA.
-    With `records_dir`, each finished run is recorded there (`record_run`).
+    Every run's settings are checked first (`check_arm_settings`), and every finished
+    or started run against the study (`check_run_settings`): a wrong or changed setting
+    is refused before anything trains. One line per run says its arm, seed, steps of the
+    budget, its time and the study's ETA. With `records_dir`, each finished run is
+    recorded there (`record_run`). SIGTERM or SIGINT stops the study after the running
+    training has written its backup (`process.stop_on_signals`): a `TrainingPreempted`
+    naming the run (`tf-outheads` prints it as one `stopped: ...` line).
     """
     import time
 
@@ -308,6 +345,7 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
              for index in range(max(len(s) for s in arm_seeds.values()))
              for arm in arms if index < len(arm_seeds[arm])]
     for arm, seed in order:
+        check_arm_settings(name, study, arm, seed)
         run_dir = arm_run_dir(runs_dir, arm, seed)
         check_run_settings(run_dir, run_settings(study, arm, seed))
         check_run_model(run_dir, study.arms[arm])
@@ -316,26 +354,46 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
         os.path.join(arm_run_dir(runs_dir, arm, seed), "results.json"))]
     log(f"[study] {name}: {len(order)} runs ({len(order) - len(todo)} finished earlier), "
         f"{budget_name(study.steps, study.minutes)} each → {runs_dir}")
-    durations = []
-    for number, (arm, seed) in enumerate(order, 1):
-        run_dir = arm_run_dir(runs_dir, arm, seed)
-        finished = os.path.exists(os.path.join(run_dir, "results.json"))
-        if not finished:
-            log(f"[study] run {number}/{len(order)} {arm} seed {seed}: training "
-                f"(log: {os.path.join(run_dir, 'train.log')})")
-        started = time.monotonic()
-        train_arm(runs_dir, study, arm, seed, log=log, records_dir=records_dir)
-        if finished:
-            log(f"[study] run {number}/{len(order)} {arm} seed {seed}: finished earlier, "
-                "skipped")
-            continue
-        durations.append(time.monotonic() - started)
-        todo.remove((arm, seed))
-        log(f"[study] run {number}/{len(order)} {arm} seed {seed}: "
-            f"{_run_progress(run_dir, study)} in {durations[-1] / 60:.1f} min; "
-            + (f"study ETA {_duration(statistics.fmean(durations) * len(todo))} "
-               f"({len(todo)} run(s) left)" if todo else "study done"))
+    durations, number, arm, seed = [], 0, None, None
+    try:
+        with stop_on_signals():
+            for number, (arm, seed) in enumerate(order, 1):
+                run_dir = arm_run_dir(runs_dir, arm, seed)
+                finished = os.path.exists(os.path.join(run_dir, "results.json"))
+                if not finished:
+                    log(f"[study] run {number}/{len(order)} {arm} seed {seed}: training "
+                        f"(log: {os.path.join(run_dir, 'train.log')})")
+                started = time.monotonic()
+                train_arm(runs_dir, study, arm, seed, log=log, records_dir=records_dir)
+                if finished:
+                    log(f"[study] run {number}/{len(order)} {arm} seed {seed}: finished "
+                        "earlier, skipped")
+                    continue
+                durations.append(time.monotonic() - started)
+                todo.remove((arm, seed))
+                log(f"[study] run {number}/{len(order)} {arm} seed {seed}: "
+                    f"{_run_progress(run_dir, study)} in {durations[-1] / 60:.1f} min; "
+                    + (f"study ETA {_duration(statistics.fmean(durations) * len(todo))} "
+                       f"({len(todo)} run(s) left)" if todo else "study done"))
+    except Interrupted as stop:
+        raise _study_stopped(
+            f"study {name} stopped by {stop.signal_name}: run {number}/{len(order)} (arm "
+            f"{arm} seed {seed}, {arm_run_dir(runs_dir, arm, seed)}) was interrupted; the "
+            "same command resumes it", stop.signal_name) from None
     return study
+
+
+def _study_stopped(message, signal_name):
+    """A `TrainingPreempted` saying `message`, of signal `signal_name`: `tf-outheads`
+    prints it as one `stopped: ...` line, with the exit status of a `train` stopped by
+    that signal (`errors`: 143 after SIGTERM)."""
+    import signal
+
+    from tf_outheads.training.trainer import TrainingPreempted
+
+    error = TrainingPreempted(0, None)
+    error.args, error.signal = (message,), signal.Signals[signal_name]
+    return error
 
 
 def _record_seed_plan(runs_dir, arm_seeds, log=print):
