@@ -320,7 +320,7 @@ def run_ours(args, seed, steps, log=print):
     """Our side: `tf_outheads_zoo.study.train_arm` (`tf-outheads train` on the shared pieces,
     as `tf-outheads study` trains an arm, in `--runs-dir/<--arm>/s<seed>`); returns
     `(run_dir, result dict)`."""
-    from tf_outheads_zoo.cli import parse_overrides
+    from tf_outheads_zoo.commands import parse_overrides
     from tf_outheads_zoo.study import Arm, Study, train_arm
 
     arm_name = args.arm or args.preset
@@ -544,7 +544,7 @@ def main(argv=None):
     from common import machine_info, setup, write_record
 
     setup(None)
-    from tf_outheads_zoo.cli import parse_overrides
+    from tf_outheads_zoo.commands import parse_overrides
     from tf_outheads_zoo.presets import get_preset
 
     overrides = parse_overrides(args.set)

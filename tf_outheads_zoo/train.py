@@ -455,7 +455,13 @@ def _final_weights(model, data, run_dir, backup_dir, average_last, log):
         log(f"[average] final weights: the mean of the last {len(paths)} backups "
             f"({', '.join(os.path.basename(p) for p in paths)})")
     elif os.path.exists(best):
-        model.load_weights(best)
+        try:
+            model.load_weights(best)
+        except (OSError, ValueError) as error:  # h5py's errors on a truncated file
+            raise RunDirectoryError(
+                f"{best}: damaged, the best dev-BLEU weights cannot be read "
+                f"({' '.join(str(error).split())[:200]}). Restore it, or delete it and run "
+                "the same command again: the run then ends with its last weights.") from None
     model_path = os.path.join(run_dir, "model.keras")
     tfo_backup.write_atomically(model_path, functools.partial(
         save_model, model, source_tokenizer=data.source_tokenizer,

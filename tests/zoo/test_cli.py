@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.corpus import write_corpus_slice
-from tf_outheads_zoo import cli
+from tf_outheads_zoo import cli, commands
 from tf_outheads_zoo.presets import get_preset
 
 
@@ -123,20 +123,20 @@ def test_override_of_unknown_setting_names_it():
 
 
 def test_set_parses_python_literals_and_bare_strings():
-    overrides = cli.parse_overrides(["model.head=softmax", "train.max_steps=5",
+    overrides = commands.parse_overrides(["model.head=softmax", "train.max_steps=5",
                                       "train.max_minutes=None"])
     assert overrides == {"model.head": "softmax", "train.max_steps": 5, "train.max_minutes": None}
 
 
 def test_set_parses_json_values_and_refuses_a_broken_dict():
     head = '{"class_name": "joint", "config": {"output_structure": false}}'
-    overrides = cli.parse_overrides([f"model.head={head}", "train.jit_compile=true"])
+    overrides = commands.parse_overrides([f"model.head={head}", "train.jit_compile=true"])
     assert overrides == {"model.head": {"class_name": "joint",
                                         "config": {"output_structure": False}},
                          "train.jit_compile": True}
     # Shell quoting ate the inner quotes: neither Python nor JSON; named, not kept.
-    with pytest.raises(cli.CommandError, match="--set model.head.*neither"):
-        cli.parse_overrides(["model.head={class_name:joint,config:{output_structure:False}}"])
+    with pytest.raises(commands.CommandError, match="--set model.head.*neither"):
+        commands.parse_overrides(["model.head={class_name:joint,config:{output_structure:False}}"])
 
 
 def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path, capsys):

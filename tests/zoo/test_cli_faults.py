@@ -85,3 +85,27 @@ def test_a_full_disk_ends_in_one_error_line(small_corpus, tmp_path):
     assert len(lines) == 1 and "File too large" in lines[0], result.stderr
     assert str(run_dir / "backup") in lines[0] and "run the same command again" in lines[0]
     assert not (run_dir / "backup" / "ckpt-000000004").exists()  # no half backup
+
+
+@pytest.mark.slow  # three short trainings (~20-50 s)
+def test_a_truncated_best_weights_file_is_named_with_what_to_do(small_corpus, tmp_path,
+                                                                 capsys):
+    from tf_outheads_zoo import cli
+
+    run_dir = tmp_path / "run"
+    command = _train_command(run_dir, small_corpus, "--max-steps", "2",
+                             "--set", "train.steps_per_epoch=1")[3:]
+    cli.main(command)
+    best = run_dir / "checkpoints" / "best.weights.h5"
+    best.write_bytes(best.read_bytes()[:1000])  # truncated
+    for name in ("results.json", "model.keras"):  # as if stopped before its end
+        (run_dir / name).unlink()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(command)
+    assert exit_info.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and f"{best}: damaged" in err[0] and "delete it" in err[0], err
+    best.unlink()
+    cli.main(command)  # the advice works: the run ends with its last weights
+    assert (run_dir / "model.keras").exists()

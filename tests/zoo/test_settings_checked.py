@@ -169,3 +169,23 @@ def test_a_bad_set_over_a_run_file_is_blamed_on_the_set_not_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"^--set \(or an option\) over .*run.yaml: "
                                           r"model.hidden_dim must be >= 1"):
         load_run_config(str(run_file), {"model.hidden_dim": -3})
+
+
+@pytest.mark.parametrize("flags", [["--beam-size", "0"], ["--n-best", "0"],
+                                   ["--batch-size", "-2"]])
+def test_a_count_option_below_one_is_refused_by_its_own_name(tmp_path, capsys, flags):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "--run-dir", str(tmp_path), "--input", "-", *flags])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"error: {flags[0]} must be >= 1. Received: {' '.join(flags)}\n"
+
+
+def test_the_last_line_starts_on_a_line_of_its_own_in_a_terminal(monkeypatch, capsys):
+    # Keras' progress bar leaves its line open; `stopped:` / `error:` must not be glued to it.
+    import sys
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert cli._line_break() == "\n"
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    assert cli._line_break() == ""
