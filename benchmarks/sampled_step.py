@@ -19,7 +19,7 @@ from common import random_sentences, training_batches, zipf_sentences
 from tf_outheads.layers.heads import build_head
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.sampled_softmax import SampledSoftmaxLoss
-from tf_outheads.ops import sampling
+from tf_outheads.ops import candidate_sampling
 from tf_outheads.losses.objective import Objective, StepOutputs
 
 SOFTMAX = "softmax"
@@ -59,7 +59,7 @@ def candidate_count(fraction, vocab, targets, jit_compile):
     """Words scored by one step: |V|, or the size `batch_candidates` gives the set."""
     if fraction is None:
         return vocab
-    k = sampling.num_candidates_for(fraction, vocab)
+    k = candidate_sampling.num_candidates_for(fraction, vocab)
     if jit_compile:  # static_size: max(K, min(V, N))
         return min(vocab, max(k, targets.size))
     return max(k, len(np.unique(targets)))

@@ -59,17 +59,34 @@ def export(directory):
     print(f"exported {path}")
 
 
-def graph_op_types(path):
+def _saved_model(path):
+    """The `SavedModel` proto of the export at `path`."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as stream:
         saved_model.ParseFromString(stream.read())
-    graph = saved_model.meta_graphs[0].graph_def
+    return saved_model
+
+
+def graph_op_types(path):
+    graph = _saved_model(path).meta_graphs[0].graph_def
     types = {node.op for node in graph.node}
     for function in graph.library.function:
         types.update(node.op for node in function.node_def)
     return sorted(types)
+
+
+def signature_inputs(path, name, sources, **given):
+    """Every input of the signature `name` as a tensor: `sources`, the values `given`,
+    and for the others the SignatureDef's recorded defaults (what TF Serving feeds for
+    an input a request leaves out): whatever options the export has."""
+    import tensorflow as tf
+
+    defaults = _saved_model(path).meta_graphs[0].signature_def[name].defaults
+    inputs = {key: tf.constant(tf.make_ndarray(proto)) for key, proto in defaults.items()}
+    inputs.update({key: tf.constant([value], inputs[key].dtype) for key, value in given.items()})
+    return dict(inputs, sources=tf.constant(sources))
 
 
 def translate(directory, output):
@@ -85,16 +102,11 @@ def translate(directory, output):
     loaded = tf.saved_model.load(path)
     sources = tf.constant(SOURCES)
     runs = {"serving_default": loaded.signatures["serving_default"](sources=sources)}
-    translate_signature = loaded.signatures["translate"]
     for name, beam, n, replace in (("greedy", 1, 1, 0), ("beam4", 4, 1, 0),
                                    ("beam4_nbest3", 4, 3, 0), ("beam4_unk", 4, 1, 1)):
-        runs[name] = translate_signature(
-            sources=sources, beam_size=tf.constant([beam]), length_penalty=tf.constant([0.6]),
-            num_hypotheses=tf.constant([n]), replace_unk=tf.constant([replace]),
-            sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
-            sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64),
-            with_alignments=tf.constant([-1]), eos_bias=tf.constant([math.nan]),
-            block_repeats=tf.constant([-1]), target_prefix=tf.constant([""]))
+        runs[name] = loaded.signatures["translate"](**signature_inputs(
+            path, "translate", SOURCES, beam_size=beam, length_penalty=0.6, num_hypotheses=n,
+            replace_unk=replace))
     result = {
         "tensorflow": tf.__version__,
         "tensorflow_text": tensorflow_text.__version__,
@@ -156,17 +168,13 @@ def grpc_check(directory):
     import grpc
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
-    from tensorflow.core.protobuf import saved_model_pb2
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import grpc_client
 
     path = os.path.join(directory, "1")
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, "saved_model.pb"), "rb") as stream:
-        saved_model.ParseFromString(stream.read())
-    signature_defs = saved_model.meta_graphs[0].signature_def
+    signature_defs = _saved_model(path).meta_graphs[0].signature_def
     loaded = tf.saved_model.load(path)
 
     class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -191,16 +199,8 @@ def grpc_check(directory):
         for options in ({}, {"beam_size": 4, "num_hypotheses": 2}, {"replace_unk": True}):
             got = grpc_client.translate(SOURCES, target=f"127.0.0.1:{port}", timeout=120,
                                         **options)
-            direct = loaded.signatures["translate"](
-                sources=tf.constant(SOURCES),
-                beam_size=tf.constant([options.get("beam_size", -1)]),
-                length_penalty=tf.constant([-1.0]),
-                num_hypotheses=tf.constant([options.get("num_hypotheses", -1)]),
-                replace_unk=tf.constant([int(options.get("replace_unk", -1))]),
-                sampling_topk=tf.constant([-1]), sampling_topp=tf.constant([-1.0]),
-                sampling_temperature=tf.constant([-1.0]), seed=tf.constant([-1], tf.int64),
-            with_alignments=tf.constant([-1]), eos_bias=tf.constant([math.nan]),
-            block_repeats=tf.constant([-1]), target_prefix=tf.constant([""]))
+            direct = loaded.signatures["translate"](**signature_inputs(
+                path, "translate", SOURCES, **{key: int(value) for key, value in options.items()}))
             expected = [[text.decode("utf-8") for text in row]
                         for row in direct["translations"].numpy()]
             if [prediction["translations"] for prediction in got] != expected:

@@ -46,14 +46,50 @@ import sys
 import urllib.request
 
 DEFAULT_URL = "http://localhost:8501/v1/models/translator"
-OPTIONS = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk", "sampling_topk",
-           "sampling_topp", "sampling_temperature", "seed", "with_alignments", "eos_bias",
-           "block_repeats", "target_prefix")
-FLOAT_OPTIONS = ("length_penalty", "sampling_topp", "sampling_temperature", "eos_bias")
-BOOL_OPTIONS = ("replace_unk", "with_alignments", "block_repeats")
-# What a row sends for an option left out: the export's default.
-NOT_SET = {"eos_bias": float("nan")}
+# The `translate` signature's options, name → (type, "not set" value, help): one row per
+# `RequestInput` of `tf_outheads.decoding.options.DecodeOptions`, in its order
+# (tests/export/test_serving_clients.py checks that they agree), then the prefix. The
+# request bodies, this script's flags and `grpc_client.py`'s requests and flags are all
+# made from it. A type is the input's dtype; "bool": an int32 flag (-1 not set, 0
+# off, 1 on). `eos_bias` is not set with NaN (a negative bias is a real value).
+OPTIONS = {
+    "beam_size": ("int32", -1, "beam width (1: greedy)"),
+    "length_penalty": ("float32", -1.0, "GNMT alpha"),
+    "num_hypotheses": ("int32", -1, "n-best size (at most the beam width)"),
+    "replace_unk": ("bool", -1, "1: the most-attended source word over each <unk>"),
+    "sampling_topk": ("int32", -1, "sample from the k best (0: all)"),
+    "sampling_topp": ("float32", -1.0, "sample from the nucleus p"),
+    "sampling_temperature": ("float32", -1.0, "sampling temperature"),
+    "seed": ("int64", -1, "sampling seed (reproducible requests)"),
+    "with_alignments": ("bool", -1, "1: 'i-j' alignments of each translation's pieces"),
+    "eos_bias": ("float32", float("nan"),
+                 "added to EOS's score at every step (< 0: longer outputs)"),
+    "block_repeats": ("bool", -1, "1: no piece right after itself"),
+    "target_prefix": ("string", "", "text every translation starts with"),
+}
 MAX_SOURCES = 256  # an export's default `max_request_sources`
+
+
+def option_value(name, value):
+    """`value` of option `name` as its input takes it (`OPTIONS`); `None` (or `""` for
+    the prefix): not set."""
+    kind, not_set, _ = OPTIONS[name]
+    if value is None or value == "":
+        return not_set
+    if kind == "bool":
+        return int(bool(value))
+    return {"float32": float, "string": str}.get(kind, int)(value)
+
+
+def add_option_flags(parser):
+    """One flag per option (`--beam-size` for `beam_size`), from `OPTIONS`."""
+    for name, (kind, _, text) in OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if kind == "bool":
+            parser.add_argument(flag, type=int, choices=(0, 1), help=text)
+        else:
+            parser.add_argument(flag, type={"float32": float, "string": str}.get(kind, int),
+                                help=text)
 
 
 def build_request(sources, **options):
@@ -80,18 +116,7 @@ def build_request(sources, **options):
         raise TypeError(f"not an option of the translate signature: {unknown}")
     if all(options.get(name) is None for name in OPTIONS):
         return {"instances": list(sources)}
-    values = {}
-    for name in OPTIONS:
-        value = options.get(name)
-        if name == "target_prefix":
-            values[name] = value or ""
-            continue
-        if name in BOOL_OPTIONS and value is not None:
-            value = bool(value)
-        if value is None:
-            values[name] = NOT_SET.get(name, -1.0 if name in FLOAT_OPTIONS else -1)
-        else:
-            values[name] = float(value) if name in FLOAT_OPTIONS else int(value)
+    values = {name: option_value(name, options.get(name)) for name in OPTIONS}
     return {"signature_name": "translate",
             "instances": [dict(sources=source, **values) for source in sources]}
 
@@ -132,21 +157,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="*", help="sentences (default: one per line on stdin)")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"model URL (default {DEFAULT_URL})")
-    parser.add_argument("--beam-size", type=int)
-    parser.add_argument("--length-penalty", type=float)
-    parser.add_argument("--num-hypotheses", type=int)
-    parser.add_argument("--replace-unk", type=int, choices=(0, 1))
-    parser.add_argument("--sampling-topk", type=int, help="sample from the k best (0: all)")
-    parser.add_argument("--sampling-topp", type=float, help="sample from the nucleus p")
-    parser.add_argument("--sampling-temperature", type=float)
-    parser.add_argument("--seed", type=int, help="sampling seed (reproducible requests)")
-    parser.add_argument("--target-prefix", help="text every translation starts with")
-    parser.add_argument("--with-alignments", type=int, choices=(0, 1),
-                        help="1: 'i-j' alignments of each translation's pieces")
-    parser.add_argument("--eos-bias", type=float,
-                        help="added to EOS's score at every step (< 0: longer outputs)")
-    parser.add_argument("--block-repeats", type=int, choices=(0, 1),
-                        help="1: no piece right after itself")
+    add_option_flags(parser)
     parser.add_argument("--max-sources", type=int, default=MAX_SOURCES,
                         help=f"sources per request (default {MAX_SOURCES}, the export's limit)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")

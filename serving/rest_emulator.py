@@ -1,26 +1,24 @@
 """What TF Serving's REST API does with a `:predict` body, on a `tf.saved_model.load`ed model.
 
-Not a server to deploy: a stand-in that lets the tests and
-`tutorials/06_export_serving.py` check REST bodies and clients where no
-`tensorflow/serving` container can run. It follows TF Serving's
-`json_tensor.cc` for the cases our signatures meet:
+Not a server to deploy: a stand-in that lets the tests and `tutorials/06_export_serving.py`
+check REST bodies and clients where no `tensorflow/serving` container can run. It follows
+TF Serving's `json_tensor.cc` for the cases our signatures meet:
 
-- `{"instances": [...]}` (row format): a plain list only for a signature
-  with one input; otherwise one object per row naming every input; each
-  input becomes a tensor batched along the rows; answer
-  `{"predictions": [...]}`, one object per row when there are several
-  outputs;
-- `{"inputs": ...}` (columnar format): a plain value for a one-input
-  signature, else an object naming every input; answer `{"outputs": {...}}`;
+- `{"instances": [...]}` (row format): a plain list only for a signature with one input;
+  otherwise one object per row naming every input; each input becomes a tensor batched
+  along the rows; answer `{"predictions": [...]}`, one object per row when there are
+  several outputs;
+- `{"inputs": ...}` (columnar format): a plain value for a one-input signature, else an
+  object naming every input; answer `{"outputs": {...}}`;
 - strings may be `{"b64": "..."}`; NaN and ±Infinity are written as
   `NaN` / `Infinity` / `-Infinity`; errors are `{"error": "..."}` (HTTP 400).
 
-A bad request never drops the connection: a body that is not JSON or not a
-JSON object (`"JSON Value: [...] Is not object"`), a value of the wrong JSON
-type for its input (`"JSON Value: 1 Type: Number is not of expected type:
-string"`, the input named), a missing or invalid `Content-Length`, or an error
-of the graph (an option it refuses) is answered with HTTP 400 and
-`{"error": "..."}`; anything unexpected with HTTP 500 and the same shape.
+A bad request never drops the connection: a body that is not JSON or not a JSON object
+(`"JSON Value: [...] Is not object"`), a value of the wrong JSON type for its input
+(`"JSON Value: 1 Type: Number is not of expected type: string"`, the input named), a
+missing or invalid `Content-Length`, or an error of the graph (an option it refuses) is
+answered with HTTP 400 and `{"error": "..."}`; anything unexpected with HTTP 500 and the
+same shape.
 
 A request too large is answered with HTTP 413 and `{"error": "Request too
 large: ..."}` (the limit, the count, how to split), before it is decoded: a
@@ -45,9 +43,8 @@ once (bounded memory). A client silent for `--read-timeout` seconds (5) while se
 its body gets HTTP 408 (in its headers: the connection is closed), holding one thread,
 nobody else's. `GET /v1/models/<name>` answers the model's status, as TF Serving does.
 
-Imports only TensorFlow, tensorflow-text and NumPy (which TensorFlow needs):
-
-    python serving/rest_emulator.py --model-dir exports/translator/1 --port 8501
+Imports only TensorFlow, tensorflow-text and NumPy (which TensorFlow needs): `python
+serving/rest_emulator.py --model-dir exports/translator/1 --port 8501`.
 """
 
 import argparse

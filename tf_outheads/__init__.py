@@ -12,6 +12,7 @@ from tf_outheads import export
 from tf_outheads import metrics
 from tf_outheads import training
 from tf_outheads.decoding.greedy import greedy_search
+from tf_outheads.decoding.options import DecodeOptions
 from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.decoding.translator import Translator
 from tf_outheads.decoding.translator import translate
@@ -52,6 +53,7 @@ __all__ = [
     "CategoricalHead",
     "ContinuousOutputHead",
     "CosineEmbeddingLoss",
+    "DecodeOptions",
     "LuongAttention",
     "MSEEmbeddingLoss",
     "MaskedSequenceCrossEntropy",

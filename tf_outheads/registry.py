@@ -9,11 +9,10 @@ registered where it is defined, once, with its kind's decorator:
     class VMFLoss(EmbeddingTargetLoss): ...
 
 The kinds: `HEADS` (output layers), `LOSSES`, `OPTIMIZERS`,
-`LEARNING_RATE_SCHEDULES`. The zoo's model types register by their config sections
-(`tf_outheads_zoo.model_config.MODEL_TYPES`). Every
-consumer reads the registry (the zoo's config checks, its builders, `tf-outheads
-components`, the conformance tests), so a new component is its file and its
-registration. A user's own component registers when its module is imported.
+`LEARNING_RATE_SCHEDULES`. Every consumer reads the registry (a configuration's
+checks, the builders of a run's pieces, the listings of components, the conformance
+tests), so a new component is its file and its registration. A user's own component
+registers when its module is imported.
 
 This module imports nothing from the library, so every floor may use it;
 `import tf_outheads` imports every module that defines a built-in component, so

@@ -9,14 +9,12 @@ import dataclasses
 from tf_outheads_zoo.config import (
     BIBLE_WEB_ARTIFACTS,
     EMBEDDED_CORPUS,
-    MODEL_CONFIGS,
-    MODEL_TYPES,
     DataConfig,
     DecodeConfig,
-    ModelConfig,
     RunConfig,
     TrainConfig,
 )
+from tf_outheads_zoo.model_config import MODEL_TYPES, ModelConfig
 from tf_outheads_zoo.schema import field_choices, type_name
 
 # Families of presets, by the first two parts of their names.
@@ -164,7 +162,7 @@ def reference_markdown():
     lines += table("data", dataclasses.fields(DataConfig))
     lines += table("model: every model type", dataclasses.fields(ModelConfig))
     common = {f.name for f in dataclasses.fields(ModelConfig)}
-    for model_type, cls in MODEL_CONFIGS.items():
+    for model_type, cls in MODEL_TYPES.items():
         lines += table(f"model: `model_type: {model_type}` ({cls.__doc__.split()[0]})",
                        [f for f in dataclasses.fields(cls) if f.name not in common])
     lines += table("train", dataclasses.fields(TrainConfig))

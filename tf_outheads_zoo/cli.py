@@ -16,14 +16,41 @@ import sys
 import traceback
 
 from tf_outheads_zoo import commands
-from tf_outheads_zoo.commands import CommandError, int_tuple  # noqa: F401 (cli's API)
-from tf_outheads_zoo.errors import (  # noqa: F401 (DISK_FULL ... user_errors: cli's API)
-    DISK_FULL, FILE_SYSTEM_FAILURES, PREEMPTED_EXIT_STATUS, _is_user_error,
-    _show_library_warnings, error_message, stopped_exit_status, user_errors)
+from tf_outheads_zoo.commands import int_tuple
+from tf_outheads_zoo.errors import (_is_user_error, _show_library_warnings, error_message,
+                                    stopped_exit_status)
 
 
-def _add_constraint_flags(parser, which=""):
-    """--eos-bias, --block-repeats/--no-block-repeats (default: the run's decode.*), --quantize."""
+def _add_decode_flags(parser, which=""):
+    """The flags of the decoding options (`tf_outheads.decoding.options.DecodeOptions`)
+    that `translate` and `export` share, one per option, its destination the option's
+    name (`commands._decode_settings` maps them onto `DecodeOptions` by name): a new
+    option is one more flag here. Each defaults to the run's `decode` setting of that
+    name, else the option's default; `which` prefixes the help ("default " for export,
+    whose values are a request's defaults)."""
+    parser.add_argument("--beam-size", type=int,
+                        help=f"{which}beam width (default: the run's decode.beam_size; 1 = "
+                             "greedy)")
+    parser.add_argument("--length-penalty", type=float,
+                        help=f"{which}GNMT alpha (default: the run's decode.length_penalty)")
+    parser.add_argument("--replace-unk", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"{which}<unk> replacement: the most-attended source word over each "
+                             "<unk> (default: the run's decode.replace_unk)")
+    parser.add_argument("--sampling-topk", type=int, metavar="K",
+                        help=f"{which}top-k sampling: each piece drawn from the K most "
+                             "probable (0: from all)")
+    parser.add_argument("--sampling-topp", type=float, metavar="P",
+                        help=f"{which}nucleus sampling: from the fewest pieces holding P")
+    parser.add_argument("--sampling-temperature", type=float, metavar="T",
+                        help=f"{which}sampling temperature: the log-probabilities divided by T "
+                             "(default 1)")
+    parser.add_argument("--seed", type=int,
+                        help=f"{which}sampling seed: the same seed, the same samples (line i "
+                             "draws with its own seed from it, in the CLI and the SavedModel)")
+    parser.add_argument("--with-alignments", action=argparse.BooleanOptionalAction,
+                        default=None,
+                        help=f"{which}alignments: 'i-j' per target piece (i: the source piece "
+                             "attended to most) after each hypothesis")
     parser.add_argument("--eos-bias", type=float, metavar="B",
                         help=f"{which}bias added to EOS's score at every step, in the head's "
                              "score unit (nats; a cosine for cosine scoring); < 0: longer "
@@ -31,6 +58,14 @@ def _add_constraint_flags(parser, which=""):
     parser.add_argument("--block-repeats", action=argparse.BooleanOptionalAction,
                         default=None, help=f"{which}no piece right after itself (default: "
                                            "the run's decode.block_repeats)")
+    parser.add_argument("--max-length-ratio", type=float,
+                        help="output limit: ratio × source pieces + offset (default: the "
+                             "run's decode.max_length_ratio)")
+    parser.add_argument("--max-length-offset", type=int,
+                        help="output limit: ratio × source pieces + offset (default: the "
+                             "run's decode.max_length_offset)")
+    parser.add_argument("--max-source-length", type=int,
+                        help="subword pieces kept per source, EOS included (default 256)")
     parser.add_argument("--quantize", choices=["int8"], help="int8 weights (slower than "
                         "float32 on CPUs measured: benchmarks/docs/quantize.md)")
 
@@ -90,14 +125,9 @@ def build_parser():
     translate.add_argument("--run-dir", required=True)
     translate.add_argument("--input", required=True, help="one source sentence per line, or -")
     translate.add_argument("--output", help="hypotheses file (default stdout)")
-    translate.add_argument("--batch-size", type=int)
-    translate.add_argument("--beam-size", type=int,
-                           help="beam width (default: the run's decode.beam_size; 1 = greedy)")
-    translate.add_argument("--length-penalty", type=float,
-                           help="GNMT alpha (default: the run's decode.length_penalty)")
-    translate.add_argument("--replace-unk", action=argparse.BooleanOptionalAction, default=None,
-                           help="copy the most-attended source word over each <unk> "
-                                "(default: the run's decode.replace_unk)")
+    translate.add_argument("--batch-size", type=int,
+                           help="sentences per decoding batch (default: the run's "
+                                "decode.batch_size)")
     translate.add_argument("--n-best", type=int, metavar="K",
                            help="the K best hypotheses of each source (K <= --beam-size), as "
                                 "'index ||| translation' lines, best first")
@@ -106,22 +136,10 @@ def build_parser():
                                 "log-probabilities, over GNMT's length penalty when α > 0)")
     translate.add_argument("--format", choices=("text", "jsonl"), default="text",
                            help="text (default) or one JSON object per source")
-    translate.add_argument("--sampling-topk", type=int, metavar="K",
-                           help="sample each piece from the K most probable (0: from all)")
-    translate.add_argument("--sampling-topp", type=float, metavar="P",
-                           help="sample from the nucleus: the fewest pieces holding P")
-    translate.add_argument("--sampling-temperature", type=float, metavar="T",
-                           help="sample with the log-probabilities divided by T (default 1)")
-    translate.add_argument("--with-alignments", action="store_true",
-                           help="append each hypothesis' alignment, 'i-j' per target piece "
-                                "(i: the source piece attended to most)")
     translate.add_argument("--target-prefix", metavar="FILE",
                            help="one line per source: the text its translation starts with "
                                 "(the search continues it; an empty line for none)")
-    translate.add_argument("--seed", type=int,
-                           help="sampling seed: the same seed, the same samples (line i draws "
-                                "with its own seed from it, as the SavedModel does)")
-    _add_constraint_flags(translate)
+    _add_decode_flags(translate)
     translate.set_defaults(func=commands.translate)
 
     score = subparsers.add_parser(
@@ -143,24 +161,15 @@ def build_parser():
     export.add_argument("--output", required=True,
                         help="SavedModel directory; for TF Serving a version directory, "
                              "e.g. exports/translator/1")
-    export.add_argument("--beam-size", type=int,
-                        help="default beam width (default: the run's decode.beam_size)")
-    export.add_argument("--length-penalty", type=float,
-                        help="default GNMT alpha (default: the run's decode.length_penalty)")
     export.add_argument("--num-hypotheses", type=int, help="default n-best size (default 1)")
-    export.add_argument("--replace-unk", action=argparse.BooleanOptionalAction, default=None,
-                        help="default for <unk> replacement (default: the run's "
-                             "decode.replace_unk, else off)")
     export.add_argument("--beam-sizes", type=int_tuple,
                         help="beam widths the graph holds, comma-separated (default 1,2,4,5,8)")
-    export.add_argument("--max-source-length", type=int,
-                        help="subword pieces kept per source, EOS included (default 256)")
     export.add_argument("--max-request-sources", type=int,
                         help="sources one request may hold; more are refused (default 256)")
     export.add_argument("--max-request-pieces", type=int,
                         help="subword pieces one request's sources may hold in all; more are "
                              "refused (default 16384)")
-    _add_constraint_flags(export, "default ")
+    _add_decode_flags(export, "default ")
     export.set_defaults(func=commands.export)
 
     compare = subparsers.add_parser(

@@ -7,6 +7,7 @@ TensorFlow and `--help` is instant.
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import sys
@@ -70,18 +71,33 @@ def train(args):
     run_training(args.preset, run_dir, overrides, run_file=args.config)
 
 
-SAMPLING_OPTIONS = ("sampling_topk", "sampling_topp", "sampling_temperature")
-
-
-CONSTRAINT_OPTIONS = ("eos_bias", "block_repeats", "quantize")  # decoding.constraints; int8
-
-
 def _override(options, args, names):
     """The command-line options among `names` that were given replace `options`' values."""
     for name in names:
-        value = getattr(args, name)
+        value = getattr(args, name, None)
         if value is not None:
             options[name] = value
+
+
+def _decode_settings(settings, args):
+    """`DecodeOptions` keywords: the run's `decode` settings that are decoding options
+    (the mapping of `DecodeConfig` onto `tf_outheads.decoding.options.DecodeOptions`:
+    the same names), each replaced by its command-line flag when given (a flag's
+    destination is the option's name), over every field of `DecodeOptions`: a new
+    option needs only its flag (`cli._add_decode_flags`). A sampling flag without
+    `--beam-size` decodes with width 1 (the run's beam is not for sampling); with a
+    wider `--beam-size` it is refused."""
+    from tf_outheads.decoding import options as decoding_options
+
+    names = [field.name for field in dataclasses.fields(decoding_options.DecodeOptions)]
+    values = {name: settings[name] for name in names if name in settings}
+    _override(values, args, names)
+    if any(getattr(args, name, None) is not None for name in decoding_options.SAMPLING_OPTIONS):
+        if args.beam_size is not None and args.beam_size > 1:
+            raise CommandError(f"--beam-size {args.beam_size} with sampling: sampling draws "
+                               "one piece at a time (leave --beam-size out, or give 1)")
+        values["beam_size"] = 1  # the run's beam, when sampling
+    return values
 
 
 def average(args):
@@ -104,20 +120,12 @@ def translate(args):
     # form feeds or U+0085, which str.splitlines would split on).
     sources = (read_lines(args.input) if args.input != "-"
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
-    options = dict(preset["decode"])
-    _override(options, args, ("batch_size", "beam_size", "length_penalty", "replace_unk",
-                              "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
-                              *CONSTRAINT_OPTIONS))
-    if any(getattr(args, name) is not None for name in SAMPLING_OPTIONS):
-        if options.get("beam_size", 1) > 1 and args.beam_size is not None:
-            raise CommandError(f"--beam-size {args.beam_size} with sampling: sampling draws "
-                               "one piece at a time (leave --beam-size out, or give 1)")
-        options["beam_size"] = 1  # the run's beam, when sampling
+    settings = _decode_settings(preset["decode"], args)
     n_best = args.n_best or 1
-    if n_best > options.get("beam_size", 1):
+    if n_best > settings.get("beam_size", 1):
         raise CommandError(f"--n-best {n_best} needs a beam at least as wide: give "
                            f"--beam-size {n_best} or more (the run decodes with beam size "
-                           f"{options.get('beam_size', 1)})")
+                           f"{settings.get('beam_size', 1)})")
     prefixes = None
     if args.target_prefix:
         prefixes = read_lines(args.target_prefix)
@@ -125,14 +133,15 @@ def translate(args):
             raise CommandError(f"--target-prefix {args.target_prefix} has {len(prefixes)} "
                                f"lines and --input {len(sources)}: give one prefix per source "
                                "(an empty line for none)")
-    translator = Translator(model, source_tokenizer, target_tokenizer, **options)
+    settings["num_hypotheses"] = n_best
+    # The options by name: `Translator` checks them once, as a `DecodeOptions`.
+    translator = Translator(model, source_tokenizer, target_tokenizer, **settings)
     # Sources longer than the model reads are cut, with a logged warning that counts them.
-    hypotheses = translator.translate(sources, num_hypotheses=n_best, with_scores=True,
-                                      target_prefix=prefixes,
-                                      with_alignments=args.with_alignments)
+    hypotheses = translator.translate(sources, with_scores=True, target_prefix=prefixes)
     if n_best == 1:
         hypotheses = [[item] for item in hypotheses]
-    text = "".join(line + "\n" for line in _hypothesis_lines(hypotheses, args))
+    text = "".join(line + "\n" for line in _hypothesis_lines(
+        hypotheses, args, bool(settings.get("with_alignments"))))
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
@@ -140,7 +149,7 @@ def translate(args):
             f.write(text)
 
 
-def _hypothesis_lines(hypotheses, args):
+def _hypothesis_lines(hypotheses, args, with_alignments=False):
     """The lines `translate` writes: one translation per source (the default); with
     `--n-best` or `--with-scores`, `index ||| translation [||| score]` per hypothesis,
     best first, as Moses and fairseq write n-best lists; `--with-alignments` appends
@@ -150,15 +159,15 @@ def _hypothesis_lines(hypotheses, args):
         if args.format == "jsonl":
             yield json.dumps({"index": index, "hypotheses": [
                 {"text": item[0], **({"score": item[1]} if args.with_scores else {}),
-                 **({"alignment": item[-1]} if args.with_alignments else {})}
+                 **({"alignment": item[-1]} if with_alignments else {})}
                 for item in row]}, ensure_ascii=False)
         elif args.n_best and args.n_best > 1 or args.with_scores:
             for item in row:
                 yield (f"{index} ||| {item[0]}" + (f" ||| {item[1]:.6f}" if args.with_scores
                                                    else "")
-                       + (f" ||| {item[-1]}" if args.with_alignments else ""))
+                       + (f" ||| {item[-1]}" if with_alignments else ""))
         else:
-            yield row[0][0] + (f" ||| {row[0][-1]}" if args.with_alignments else "")
+            yield row[0][0] + (f" ||| {row[0][-1]}" if with_alignments else "")
 
 
 def score(args):
@@ -240,12 +249,10 @@ def results(args):
 def export(args):
     from tf_outheads_zoo.runs import export_run
 
-    # Defaults of the SavedModel's signatures: the run's decoding settings,
-    # unless given here.
-    options = {}
-    _override(options, args, ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
-                              "beam_sizes", "max_source_length", "max_request_sources",
-                              "max_request_pieces", *CONSTRAINT_OPTIONS))
+    # Defaults of the SavedModel's signatures: the run's decoding settings
+    # (`export_run`), unless given here.
+    options = _decode_settings({}, args)
+    _override(options, args, ("beam_sizes", "max_request_sources", "max_request_pieces"))
     from tf_outheads.export.translator_module import SIGNATURE_KEYS
 
     path = export_run(args.run_dir, args.output, **options)

@@ -2,7 +2,7 @@
 model, loss, optimizer, learning rate, target vectors.
 
 Every name a configuration gives is looked up in a registry: model types in
-`tf_outheads_zoo.config.MODEL_TYPES` (registered by their config sections), heads,
+`tf_outheads_zoo.model_config.MODEL_TYPES` (registered by their config sections), heads,
 losses, optimizers and schedules in `tf_outheads.registry` (registered where each
 class is defined). `check_components` looks them all up before a run writes
 anything. A new model, head, loss, optimizer or schedule needs no change here.
@@ -20,7 +20,8 @@ from tf_outheads import data as tfo_data
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.metrics.hubness import hubness
 from tf_outheads.registry import HEADS, LEARNING_RATE_SCHEDULES, LOSSES, OPTIMIZERS
-from tf_outheads_zoo.config import TARGET_VECTOR_DEFAULTS, ConfigError, RunConfig
+from tf_outheads_zoo.config import RunConfig
+from tf_outheads_zoo.schema import TARGET_VECTOR_DEFAULTS, ConfigError
 
 
 def run_config(preset):

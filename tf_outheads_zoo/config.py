@@ -37,17 +37,9 @@ import difflib
 import importlib
 import os
 
-from tf_outheads_zoo.model_config import (  # noqa: F401 (re-exported: the model sections)
-    MODEL_CONFIGS,
-    MODEL_TYPES,
-    LSTMConfig,
-    ModelConfig,
-    TransformerConfig,
-    unregister_model_type,
-)
-from tf_outheads_zoo.schema import (  # noqa: F401 (TARGET_VECTOR_DEFAULTS re-exported)
+from tf_outheads_zoo.model_config import MODEL_TYPES, LSTMConfig, ModelConfig
+from tf_outheads_zoo.schema import (
     SAME_AS_DEFAULT,
-    TARGET_VECTOR_DEFAULTS,
     TARGET_VECTOR_KEYS,
     ConfigError,
     above,
@@ -61,9 +53,7 @@ from tf_outheads_zoo.schema import (  # noqa: F401 (TARGET_VECTOR_DEFAULTS re-ex
     check_subword_sampling,
     check_target_vectors,
     check_value,
-    field_choices,
     setting,
-    type_name,
 )
 
 SECTIONS = ("data", "model", "train", "decode")
@@ -272,7 +262,7 @@ SECTION_CONFIGS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeCon
 
 def section_fields(section, model_type="lstm"):
     """`{key: dataclasses.Field}` of a section (the model section of `model_type`)."""
-    cls = MODEL_CONFIGS[model_type] if section == "model" else SECTION_CONFIGS[section]
+    cls = MODEL_TYPES[model_type] if section == "model" else SECTION_CONFIGS[section]
     return {field.name: field for field in dataclasses.fields(cls)}
 
 
@@ -367,7 +357,7 @@ class RunConfig:
             if model_type != self.model.model_type:
                 common = {f.name: getattr(self.model, f.name)
                           for f in dataclasses.fields(ModelConfig) if f.name != "model_type"}
-                sections["model"] = MODEL_CONFIGS[model_type](model_type=model_type, **common)
+                sections["model"] = MODEL_TYPES[model_type](model_type=model_type, **common)
         if model_changes:
             changes = dict(changes, model=model_changes)
         else:

@@ -43,13 +43,13 @@ import shutil
 
 from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
-from tf_outheads.models.vocabulary import transfer_weights
+from tf_outheads.models.weight_transfer import transfer_weights
 from tf_outheads.training import backup as tfo_backup
-from tf_outheads_zoo.config import MODEL_TYPES, ConfigError
+from tf_outheads_zoo.model_config import MODEL_TYPES
 from tf_outheads_zoo.runs import (PRESET_FILE, RunDirectoryError, load_model_file, load_run,
                                   stored_preset, write_json)
-from tf_outheads_zoo.shared_private import PAIRS_FILE
-from tf_outheads_zoo.stored import INIT_KEYS, without_init_keys  # noqa: F401 (re-exported)
+from tf_outheads_zoo.schema import ConfigError
+from tf_outheads_zoo.run_pairs import PAIRS_FILE
 
 INIT_FILE = "init_from.json"
 INIT_MODEL = "init_model.keras"

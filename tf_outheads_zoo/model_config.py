@@ -20,7 +20,6 @@ from tf_outheads_zoo.schema import ConfigError, above, at_least, check_probabili
 # sections themselves (`ModelConfig`'s `model_type=` class keyword), read by the schema,
 # the builders (`tf_outheads_zoo.components`), the CLI and the conformance tests.
 MODEL_TYPES = {}
-MODEL_CONFIGS = MODEL_TYPES  # the same registry, under the name the schema used
 
 
 @dataclasses.dataclass(frozen=True)

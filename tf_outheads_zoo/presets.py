@@ -12,13 +12,8 @@ on every preset it applies to.
 
 import copy
 
-from tf_outheads_zoo.config import (
-    BIBLE_WEB_ARTIFACTS,
-    EMBEDDED_CORPUS,
-    ConfigError,
-    RunConfig,
-    apply_overrides,
-)
+from tf_outheads_zoo.config import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS, RunConfig, apply_overrides
+from tf_outheads_zoo.schema import ConfigError
 
 # The corpus constants, `ConfigError` and `apply_overrides` live in `tf_outheads_zoo.config`;
 # importing them from here keeps working.
@@ -474,7 +469,7 @@ def get_preset(name, overrides=None):
             checked and coerced against the schema (`tf_outheads_zoo.config`).
 
     Raises:
-        ValueError: unknown preset; `tf_outheads_zoo.config.ConfigError` (a `ValueError`): an
+        ValueError: unknown preset; `tf_outheads_zoo.schema.ConfigError` (a `ValueError`): an
             override naming an unknown key (the section's valid keys are listed),
             a key of another model type, or a value of the wrong type.
     """

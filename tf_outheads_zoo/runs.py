@@ -20,8 +20,10 @@ import keras
 from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
 from tf_outheads.training import backup as tfo_backup
-from tf_outheads_zoo.config import MODEL_TYPES, ConfigError, data_set
+from tf_outheads_zoo.config import data_set
+from tf_outheads_zoo.model_config import MODEL_TYPES
 from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
+from tf_outheads_zoo.schema import ConfigError
 from tf_outheads_zoo.stored import read_run_config, read_stored_preset
 
 # Settings a resumed run may change: budgets, evaluation, backups, the strategy

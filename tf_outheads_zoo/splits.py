@@ -9,7 +9,8 @@ streamed from text files) and `tokenizer_seed`.
 import os
 
 from tf_outheads import data as tfo_data
-from tf_outheads_zoo.config import ConfigError, data_set
+from tf_outheads_zoo.config import data_set
+from tf_outheads_zoo.schema import ConfigError
 
 
 def read_split(data_config, split, log=print):

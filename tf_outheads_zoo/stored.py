@@ -10,9 +10,9 @@ import difflib
 import json
 import os
 
-from tf_outheads_zoo.config import SECTIONS, ConfigError, RunConfig
+from tf_outheads_zoo.config import SECTIONS, RunConfig
 from tf_outheads_zoo.presets import PRESET_CONFIGS
-from tf_outheads_zoo.schema import refuse_unknown
+from tf_outheads_zoo.schema import ConfigError, refuse_unknown
 
 # Keys of the data section that hold paths: relative ones in a run file are
 # relative to the run file's directory.

@@ -5,8 +5,7 @@
 `tf_outheads_zoo.runs` (run directory, lock, resume checks, saving and loading the
 model), `tf_outheads_zoo.splits` (the corpus splits, `TrainingData`),
 `tf_outheads_zoo.components` (model, loss, optimizer, schedule, target vectors from the
-preset) and `tf_outheads_zoo.curves` (`LossCurves`). The names they held when they lived
-here are importable from this module too.
+preset) and `tf_outheads_zoo.curves` (`LossCurves`).
 """
 
 import dataclasses
@@ -27,51 +26,33 @@ from tf_outheads.training import strategy as tfo_strategy
 from tf_outheads.training.callbacks import TimeLimit, stopped_by
 from tf_outheads.training.translation import compile_for_translation, translation_callbacks
 from tf_outheads.training.trainer import fit as train_model
-# Re-exported: these lived here before the split (tests, benchmarks and tutorials import
-# them from `tf_outheads_zoo.train`).
-from tf_outheads_zoo.components import (  # noqa: F401
+from tf_outheads_zoo import init_from
+from tf_outheads_zoo.components import (
     build_model,
     build_optimizer,
     check_components,
-    learning_rate,
-    model_arguments,
     prepare_target_vectors,
     run_config,
     training_loss,
 )
-from tf_outheads_zoo import init_from
-from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.curves import LossCurves
 from tf_outheads_zoo.presets import DEFAULT_PRESET
-from tf_outheads_zoo.runs import (  # noqa: F401
+from tf_outheads_zoo.runs import (
     DATA_FILES,
-    LOCK_FILE,
-    MODEL_METADATA,
     PRESET_FILE,
-    RESUMABLE_TRAIN_KEYS,
     RunDirectoryError,
     check_data_files,
     check_data_fingerprints,
-    check_model_tokenizers,
-    data_files,
     finished_run,
-    holds_run,
-    load_run,
     resolve_preset,
     run_directory_lock,
     save_model,
-    stored_preset,
     write_json,
 )
-from tf_outheads_zoo.shared_private import FIGURE_FILE, PAIRS_FILE, resolve_pairs, write_pair_figure
-from tf_outheads_zoo.splits import (  # noqa: F401
-    TrainingData,
-    cleaning_rules,
-    load_splits,
-    load_train_split,
-    read_split,
-    tokenizer_seed,
-)
+from tf_outheads_zoo.schema import ConfigError
+from tf_outheads_zoo.run_pairs import FIGURE_FILE, PAIRS_FILE, resolve_pairs, write_pair_figure
+from tf_outheads_zoo.splits import TrainingData, read_split, tokenizer_seed
+from tf_outheads_zoo.stored import without_init_keys
 
 
 def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET), overrides=None,
@@ -122,7 +103,7 @@ def run_training(preset_name=None, run_dir=os.path.join("runs", DEFAULT_PRESET),
         overrides["train.init_from"] = os.path.abspath(overrides["train.init_from"])
     if overrides.get("train.init_from") and not os.path.exists(
             os.path.join(run_dir, PRESET_FILE)):  # a new run starts from its parent's settings
-        parent = init_from.without_init_keys(init_from.parent_run(overrides["train.init_from"]))
+        parent = without_init_keys(init_from.parent_run(overrides["train.init_from"]))
     preset_name, preset = resolve_preset(preset_name, run_dir, overrides, run_file, log=log,
                                          parent=parent)
     check_components(preset)  # every registered name it gives, before anything is written

@@ -31,17 +31,8 @@ from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import sinusoidal_position_encoding
 from tf_outheads.models.seq2seq import Seq2SeqModel
 from tf_outheads.validation import positive_int
-# The layers; importable from here as before they had their own module.
-from tf_outheads_zoo.transformer_layers import (  # noqa: F401
-    LAYER_NORM_EPSILON,
-    MultiHeadAttention,
-    NORMS,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-    TransformerEncoder,
-    TransformerEncoderLayer,
-    _decoding_length,
-)
+from tf_outheads_zoo.transformer_layers import (NORMS, TransformerDecoder, TransformerEncoder,
+                                              _decoding_length)
 
 
 @export
@@ -278,12 +269,4 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return config
 
 
-__all__ = [
-    "MultiHeadAttention",
-    "TransformerDecoder",
-    "TransformerDecoderLayer",
-    "TransformerEncoder",
-    "TransformerEncoderLayer",
-    "TransformerSeq2Seq",
-    "sinusoidal_position_encoding",
-]
+__all__ = ["TransformerSeq2Seq"]

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from tf_outheads import (SampledSoftmaxLoss, compile_for_translation, corpus_bleu, data,
                          translate)
-from tf_outheads.ops import sampling
+from tf_outheads.ops import candidate_sampling
 from tf_outheads_zoo import LSTMSeq2Seq
 from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
 
@@ -80,7 +80,7 @@ print(f"{len(train)} training pairs; vocabularies: source {source_tokenizer.voca
 
 # %% [markdown]
 # ## 2. What one training step scores
-# `sampling.batch_candidates` is what the loss calls on every batch: the distinct
+# `candidate_sampling.batch_candidates` is what the loss calls on every batch: the distinct
 # target ids first, then uniform negatives up to `K = ⌈p·|V|⌉`. A batch with
 # more distinct targets than `K` keeps them all (the set grows; the authors'
 # code crashed there).
@@ -90,8 +90,8 @@ batches = data.dataset_from_corpus(train, source_tokenizer, target_tokenizer,
                                    batch_tokens=BATCH_TOKENS, repeat=True, seed=1)
 _, target_out = next(iter(batches))
 vocabulary_size = target_tokenizer.vocab_size
-num_candidates = sampling.num_candidates_for(FRACTION, vocabulary_size)
-candidate_ids, labels = sampling.batch_candidates(
+num_candidates = candidate_sampling.num_candidates_for(FRACTION, vocabulary_size)
+candidate_ids, labels = candidate_sampling.batch_candidates(
     target_out, vocabulary_size, num_candidates, seed=tf.constant([SEED, 0]))
 positives = np.unique(target_out.numpy())
 print("=== CANDIDATES ===")

@@ -41,7 +41,7 @@ from tf_outheads import SharedPrivateEmbedding, Translator, corpus_bleu, data, p
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS
-from tf_outheads_zoo.shared_private import write_pair_figure
+from tf_outheads_zoo.run_pairs import write_pair_figure
 from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 TINY = os.environ.get("SP_TUTORIAL_TINY") == "1"

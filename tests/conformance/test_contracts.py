@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from tf_outheads.layers import HEADS, ContinuousOutputHead
 from tf_outheads.models import AuxiliaryHead, DecodingModel, OutputHead, Seq2SeqModel
-from tf_outheads_zoo.config import MODEL_TYPES
+from tf_outheads_zoo.model_config import MODEL_TYPES
 
 SOURCE_VOCAB, TARGET_VOCAB, SIZE = 23, 19, 16
 

@@ -7,8 +7,8 @@ from keras import ops
 
 from tf_outheads.data import WordPairs
 from tf_outheads.layers import HEADS, ContinuousOutputHead
-from tf_outheads.models.vocabulary import NEW_PIECE_BIAS, piece_tables, transfer_weights
-from tf_outheads_zoo.config import MODEL_TYPES
+from tf_outheads.models.weight_transfer import NEW_PIECE_BIAS, piece_tables, transfer_weights
+from tf_outheads_zoo.model_config import MODEL_TYPES
 
 PARENT = (23, 19)  # source, target pieces
 CHILD = (27, 22)

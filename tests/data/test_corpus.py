@@ -395,7 +395,7 @@ def test_clean_drops_pairs_containing_boilerplate():
 
 def test_zoo_splits_hold_no_web_artifacts():
     from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, get_preset
-    from tf_outheads_zoo.train import load_splits
+    from tf_outheads_zoo.splits import load_splits
 
     messages = []
     splits = load_splits(get_preset("lstm-cpu")["data"], log=messages.append)

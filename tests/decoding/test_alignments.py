@@ -37,7 +37,7 @@ def test_each_output_piece_gets_its_most_attended_source_piece(models, bible_tok
     cache = model.head.inference_cache()
     # In a graph: an eager beam search would take many seconds.
     ids, _ = tf.function(lambda: graph.search(2, source_ids, num_pieces, cache,
-                                              num_hypotheses=2), autograph=False)()
+                                              {"num_hypotheses": 2}), autograph=False)()
     _, texts = graph.texts(ids, source_ids, False, True)
     texts = texts.numpy()
     assert texts.shape == (4, 2)

@@ -317,8 +317,8 @@ def test_a_biased_greedy_output_scores_as_forced_decoding_gives_it(model, bible_
     graph = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=2).graph
     source_ids, num_pieces, _ = graph.encode(tf.constant(bible_slice.sources[:4]))
     ids, scores = graph.search(1, source_ids, num_pieces, model.head.inference_cache(),
-                               eos_bias=tf.constant([-3.0, 0.5, -3.0, 0.5]),
-                               block_repeats=tf.constant([False, True, True, False]))
+                               {"eos_bias": tf.constant([-3.0, 0.5, -3.0, 0.5]),
+                                "block_repeats": tf.constant([False, True, True, False])})
     rows = ids.numpy()[:, 0].tolist()
     ended = [EOS_ID in row for row in rows]
     outputs = [row[:row.index(EOS_ID)] if done else [i for i in row if i != PAD_ID]
@@ -348,7 +348,7 @@ def test_without_constraints_the_step_function_is_not_wrapped(model, bible_token
     cache = model.head.inference_cache()
     graph.search(1, source_ids, num_pieces, cache)
     assert not wrapped
-    graph.search(1, source_ids, num_pieces, cache, block_repeats=True)
+    graph.search(1, source_ids, num_pieces, cache, {"block_repeats": True})
     assert len(wrapped) == 1
 
 
@@ -371,7 +371,7 @@ def test_a_negative_bias_never_shortens_a_continuous_head_s_outputs(bible_tokeni
     source_ids, num_pieces, _ = graph.encode(tf.constant(bible_slice.sources[:6]))
     cache = vmf.head.inference_cache()
     lengths = [np.sum(graph.search(1, source_ids, num_pieces, cache,
-                                   eos_bias=bias)[0].numpy() != PAD_ID, axis=-1)[:, 0]
+                                   {"eos_bias": bias})[0].numpy() != PAD_ID, axis=-1)[:, 0]
                for bias in biases]
     for longer, shorter in zip(lengths, lengths[1:]):
         assert np.all(longer >= shorter), lengths

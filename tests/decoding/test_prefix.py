@@ -85,11 +85,11 @@ def test_an_output_starts_with_its_prefix_and_scores_as_forced_decoding(
     source_ids, num_pieces, _ = graph.encode(tf.constant(sources))
     prefix = graph.encode_prefix(tf.constant(prefixes))
     sampling = None
-    if translator.sampling is not None:
+    if graph.sampling is not None:
         from tf_outheads.decoding.sampling import Sampling, row_seeds
-        sampling = Sampling(seeds=row_seeds(4, tf.range(4)), **translator.sampling)
+        sampling = Sampling(seeds=row_seeds(4, tf.range(4)), **graph.sampling)
     search = tf.function(lambda: graph.search(  # eager beam steps would take a minute
-        translator.beam_size, source_ids, num_pieces, model.head.inference_cache(),
+        translator.options.beam_size, source_ids, num_pieces, model.head.inference_cache(),
         sampling=sampling, prefix=prefix), autograph=False)
     ids, scores = search()
     hypotheses, ended = [], []

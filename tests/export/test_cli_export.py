@@ -15,7 +15,7 @@ from tf_outheads.decoding import Translator
 from tf_outheads.export import TranslatorModule, export_translator
 from tf_outheads_zoo import cli
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
-from tf_outheads_zoo.train import load_run
+from tf_outheads_zoo.runs import load_run
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,9 @@ def test_export_command_writes_a_saved_model_that_translates_like_the_run(traine
     cli.main(["export", "--run-dir", trained_run, "--output", output, "--beam-sizes", "1,2",
               "--num-hypotheses", "1", "--max-request-sources", "4",
               "--max-request-pieces", "500"])
-    assert "SavedModel written to" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "SavedModel written to" in out
+    assert "(signatures serving_default, translate, score;" in out
     with open(os.path.join(output, "assets.extra", "tf_outheads_export.json")) as f:
         config = json.load(f)
     # The run's decode settings are the signature's defaults.

@@ -460,8 +460,12 @@ def test_export_records_its_options(exports):
         config = json.load(f)
     assert config["beam_sizes"] == [1, BEAM]
     assert config["defaults"] == {"beam_size": 1, "length_penalty": 0.0, "num_hypotheses": 1,
-                                  "replace_unk": False, "eos_bias": 0.0,
+                                  "replace_unk": False, "sampling_topk": None,
+                                  "sampling_topp": None, "sampling_temperature": None,
+                                  "seed": None, "with_alignments": False, "eos_bias": 0.0,
                                   "block_repeats": False}
+    assert (config["max_source_length"], config["max_length_ratio"],
+            config["max_length_offset"], config["quantize"]) == (256, 1.5, 10, None)
     assert config["head_cache"] == ["output_bias", "output_kernel"]
     for signature in ("serving_default", "translate"):
         assert config["signatures"][signature]["outputs"] == [

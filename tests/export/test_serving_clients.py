@@ -35,6 +35,31 @@ def test_request_bodies_follow_the_signatures():
         rest_client.build_request(["a"], sampling_top_k=3)
 
 
+def test_the_clients_options_are_the_signature_s(monkeypatch):
+    """`rest_client.OPTIONS` (both clients' one table: they run without tf_outheads) holds
+    every per-request option of `DecodeOptions`, in its order, with its dtype (a bool
+    option: an int32 flag) and its "not set" value; the flags follow it."""
+    import dataclasses
+
+    from tf_outheads.decoding.options import DecodeOptions
+
+    def comparable(value):  # NaN equal to NaN
+        return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+    defaults = {field.name: field.default for field in dataclasses.fields(DecodeOptions)}
+    expected = [(name, "bool" if isinstance(defaults[name], bool) else request.dtype.name,
+                 comparable(request.not_set)) for name, request in DecodeOptions.request_inputs()]
+    table = [(name, kind, comparable(not_set))
+             for name, (kind, not_set, _) in rest_client.OPTIONS.items()]
+    assert table == expected + [("target_prefix", "string", "")]
+    parsed = {}
+    monkeypatch.setattr(rest_client, "translate", lambda sources, **options: parsed.update(
+        options) or [])
+    rest_client.main(["--eos-bias", "-2", "--block-repeats", "1", "x"])
+    assert set(rest_client.OPTIONS) <= set(parsed)
+    assert parsed["eos_bias"] == -2.0 and parsed["block_repeats"] == 1
+
+
 def test_many_sources_go_in_requests_within_the_export_limit(monkeypatch):
     bodies = []
 

@@ -1,4 +1,4 @@
-"""Tests for `tf_outheads.losses.sampled_softmax` and `tf_outheads.ops.sampling`."""
+"""Tests for `tf_outheads.losses.sampled_softmax` and `tf_outheads.ops.candidate_sampling`."""
 
 import math
 
@@ -15,7 +15,7 @@ from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.sampled_softmax import sampled_softmax_per_token
-from tf_outheads.ops import sampling
+from tf_outheads.ops import candidate_sampling
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tests.testing import step_loss
 
@@ -53,7 +53,7 @@ def make_batch(seed=0, vocabulary_size=VOCAB, batch=3, time=6, pad=True):
 
 
 def seed_of(step, base=7):
-    return sampling.step_seed(base, step)
+    return candidate_sampling.step_seed(base, step)
 
 
 # -- p = 100 % is the full softmax -------------------------------------------------
@@ -71,7 +71,7 @@ def test_full_fraction_equals_full_cross_entropy(kind, label_smoothing):
 
 def test_full_fraction_candidates_are_the_vocabulary():
     _, targets = make_batch()
-    ids, labels = sampling.batch_candidates(targets, VOCAB, VOCAB, seed_of(0))
+    ids, labels = candidate_sampling.batch_candidates(targets, VOCAB, VOCAB, seed_of(0))
     assert sorted(ids.numpy().tolist()) == list(range(VOCAB))
     np.testing.assert_array_equal(ids.numpy()[labels.numpy()], targets)
 
@@ -81,7 +81,7 @@ def test_full_fraction_candidates_are_the_vocabulary():
 def test_batch_candidates_positives_first_then_distinct_negatives():
     _, targets = make_batch()
     positives = np.unique(targets)
-    ids, labels = sampling.batch_candidates(targets, VOCAB, 25, seed_of(1))
+    ids, labels = candidate_sampling.batch_candidates(targets, VOCAB, 25, seed_of(1))
     ids = ids.numpy()
     assert len(ids) == 25
     assert len(set(ids.tolist())) == 25
@@ -93,8 +93,8 @@ def test_positives_are_never_dropped():
     # 3 × 6 targets, up to 17 distinct ids, but K = ⌈5 % · 40⌉ = 2.
     hidden, targets = make_batch()
     positives = np.unique(targets)
-    assert len(positives) > sampling.num_candidates_for(0.05, VOCAB)
-    ids, labels = sampling.batch_candidates(targets, VOCAB, 2, seed_of(1))
+    assert len(positives) > candidate_sampling.num_candidates_for(0.05, VOCAB)
+    ids, labels = candidate_sampling.batch_candidates(targets, VOCAB, 2, seed_of(1))
     assert sorted(ids.numpy().tolist()) == positives.tolist()
     np.testing.assert_array_equal(ids.numpy()[labels.numpy()], targets)
     # The loss is the softmax over exactly those words.
@@ -110,7 +110,8 @@ def test_positives_are_never_dropped():
 
 def test_static_size_holds_every_position():
     _, targets = make_batch()
-    ids, labels = sampling.batch_candidates(targets, VOCAB, 2, seed_of(1), static_size=True)
+    ids, labels = candidate_sampling.batch_candidates(targets, VOCAB, 2, seed_of(1),
+                                                      static_size=True)
     assert len(ids) == targets.size  # min(V, N) = 18 > K = 2
     np.testing.assert_array_equal(ids.numpy()[labels.numpy()], targets)
 
@@ -121,7 +122,8 @@ def test_negatives_are_uniform_over_non_targets():
     targets = np.array([[5, 6, 7]], "int32")
     counts = np.zeros(VOCAB)
     draws = 3000
-    candidates = tf.function(lambda seed: sampling.batch_candidates(targets, VOCAB, 8, seed)[0])
+    candidates = tf.function(
+        lambda seed: candidate_sampling.batch_candidates(targets, VOCAB, 8, seed)[0])
     for step in range(draws):
         ids = candidates(seed_of(step))
         counts[ids.numpy()[3:]] += 1
@@ -134,11 +136,11 @@ def test_negatives_are_uniform_over_non_targets():
 
 
 def test_fraction_rounding():
-    assert sampling.num_candidates_for(0.25, 128000) == 32000
-    assert sampling.num_candidates_for(0.05, 128000) == 6400
-    assert sampling.num_candidates_for(0.05, 31999) == 1600
+    assert candidate_sampling.num_candidates_for(0.25, 128000) == 32000
+    assert candidate_sampling.num_candidates_for(0.05, 128000) == 6400
+    assert candidate_sampling.num_candidates_for(0.05, 31999) == 1600
     with pytest.raises(ValueError, match="fraction"):
-        sampling.num_candidates_for(0.0, 100)
+        candidate_sampling.num_candidates_for(0.0, 100)
 
 
 # -- the standard estimator ---------------------------------------------------------
@@ -146,11 +148,11 @@ def test_fraction_rounding():
 @pytest.mark.parametrize("sampler", ["uniform", "log_uniform", "unigram"])
 def test_samplers_draw_from_their_proposal(sampler):
     counts_table = np.arange(VOCAB, 0, -1).astype("float32") ** 2
-    table = sampling.unigram_log_probabilities(counts_table)
+    table = candidate_sampling.unigram_log_probabilities(counts_table)
     draws = 40000
-    ids = sampling.sample_candidates(sampler, draws, VOCAB, seed_of(0), table).numpy()
+    ids = candidate_sampling.sample_candidates(sampler, draws, VOCAB, seed_of(0), table).numpy()
     observed = np.bincount(ids, minlength=VOCAB)
-    q = sampling.proposal_probabilities(sampler, VOCAB, counts_table)
+    q = candidate_sampling.proposal_probabilities(sampler, VOCAB, counts_table)
     np.testing.assert_allclose(q.sum(), 1.0, rtol=1e-6)
     expected = draws * q
     chi2 = ((observed - expected) ** 2 / expected).sum()
@@ -163,14 +165,14 @@ def test_matches_tf_nn_sampled_softmax_loss(sampler):
     head = make_head("softmax")
     hidden, targets = make_batch()
     counts = np.arange(VOCAB, 0, -1).astype("float32")
-    table = sampling.unigram_log_probabilities(counts)
+    table = candidate_sampling.unigram_log_probabilities(counts)
     seed = seed_of(11)
     num_sampled = 9
     ours = sampled_softmax_per_token(head, hidden, targets, seed, mode=sampler,
                                      num_sampled=num_sampled,
                                      unigram_counts=tf.constant(counts)).numpy()
-    sampled = sampling.sample_candidates(sampler, num_sampled, VOCAB, seed, table)
-    expected_count = lambda ids: tf.exp(sampling.log_expected_count(  # noqa: E731
+    sampled = candidate_sampling.sample_candidates(sampler, num_sampled, VOCAB, seed, table)
+    expected_count = lambda ids: tf.exp(candidate_sampling.log_expected_count(  # noqa: E731
         sampler, ids, num_sampled, VOCAB, table))
     flat_targets = targets.reshape(-1, 1).astype("int64")
     reference = tf.nn.sampled_softmax_loss(
@@ -187,7 +189,7 @@ def test_matches_tf_nn_sampled_softmax_loss(sampler):
     assert once.sum() >= 10
     np.testing.assert_allclose(ours.reshape(-1)[once], reference[once], rtol=1e-5, atol=1e-5)
     logits = head(hidden).numpy().reshape(-1, VOCAB)
-    log_count = lambda ids: sampling.log_expected_count(  # noqa: E731
+    log_count = lambda ids: candidate_sampling.log_expected_count(  # noqa: E731
         sampler, ids, num_sampled, VOCAB, table).numpy()
     for row in np.flatnonzero(~once):
         gold = flat_targets[row, 0]
@@ -209,13 +211,13 @@ def _inverse_probability_estimates(head, hidden, targets, sampler, num_sampled, 
     draws of `sampler` with another proposal's correction (a wrong estimator).
     """
     counts = np.arange(VOCAB, 0, -1).astype("float32") ** 2
-    table = sampling.unigram_log_probabilities(counts)
+    table = candidate_sampling.unigram_log_probabilities(counts)
     assumed = assumed or sampler
 
     @tf.function
     def estimate(seed):
-        ids = sampling.sample_candidates(sampler, num_sampled, VOCAB, seed, table)
-        log_count = lambda w: sampling.log_expected_count(  # noqa: E731
+        ids = candidate_sampling.sample_candidates(sampler, num_sampled, VOCAB, seed, table)
+        log_count = lambda w: candidate_sampling.log_expected_count(  # noqa: E731
             assumed, w, num_sampled, VOCAB, table)
         if assumed == sampler:
             loss = sampled_softmax_per_token(head, hidden, targets, seed, mode=sampler,
@@ -279,10 +281,10 @@ def test_gradients_reach_only_candidate_rows(kind, mode):
     seed = seed_of(5)
     options = {"fraction": 0.1} if mode == "batch" else {"num_sampled": 15}
     if mode == "batch":
-        candidates, _ = sampling.batch_candidates(targets, 200, 20, seed)
+        candidates, _ = candidate_sampling.batch_candidates(targets, 200, 20, seed)
     else:
         candidates = tf.concat([targets.reshape(-1),
-                                sampling.sample_candidates("uniform", 15, 200, seed)], 0)
+                                candidate_sampling.sample_candidates("uniform", 15, 200, seed)], 0)
     candidates = set(candidates.numpy().tolist())
     assert len(candidates) < 60
     parameters = _output_parameters(head)
@@ -507,7 +509,7 @@ def test_keras_file_round_trip_keeps_the_sampled_loss(tmp_path):
 
 def test_every_sampled_preset_builds_its_loss():
     from tf_outheads_zoo.presets import PRESETS
-    from tf_outheads_zoo.train import training_loss
+    from tf_outheads_zoo.components import training_loss
 
     sampled = {name: preset for name, preset in PRESETS.items()
                if preset["train"]["sampled_softmax"]}

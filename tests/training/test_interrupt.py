@@ -13,7 +13,7 @@ import pytest
 from tests.training.test_trainer import BATCHES, _dataset, _model
 from tf_outheads import training
 from tf_outheads.training import BackupManager
-from tf_outheads_zoo import cli
+from tf_outheads_zoo import cli, commands
 
 
 class _CtrlC(keras.callbacks.Callback):
@@ -91,7 +91,7 @@ def test_the_cli_says_stopped_in_one_line_with_the_signals_exit_status(
     def train(args):
         raise training.TrainingPreempted(7, "r/backup/ckpt-000000007", signum)
 
-    monkeypatch.setattr(cli, "_train", train)
+    monkeypatch.setattr(commands, "train", train)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--run-dir", "r"])
     err = capsys.readouterr().err

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     from tf_outheads import SampledSoftmaxLoss, compile_for_translation
-    from tf_outheads.ops import sampling
+    from tf_outheads.ops import candidate_sampling
     from tf_outheads_zoo.lstm import LSTMSeq2Seq
 
     keras.utils.set_random_seed(3)
@@ -42,7 +42,7 @@ SCRIPT = textwrap.dedent('''
     after = model.evaluate({"source_ids": source, "target_in": target_in}, target_out,
                            batch_size=16, verbose=0)
     # Replicas draw different negatives: their seeds differ.
-    seeds = [sampling.step_seed(5, 0, replica).numpy().tolist() for replica in (0, 1)]
+    seeds = [candidate_sampling.step_seed(5, 0, replica).numpy().tolist() for replica in (0, 1)]
     print(json.dumps({"replicas": strategy.num_replicas_in_sync, "before": before,
                       "after": after, "loss": history.history["loss"], "seeds": seeds}))
 ''')

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.corpus import write_corpus_slice
-from tf_outheads_zoo import cli, commands
+from tf_outheads_zoo import cli, commands, errors
 from tf_outheads_zoo.presets import get_preset
 
 
@@ -60,7 +60,7 @@ def test_translate_command_keeps_line_count_and_order(trained_run, tmp_path, cap
 
 def test_translate_command_takes_beam_search_options(trained_run, tmp_path):
     from tf_outheads.decoding import Translator
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
     source = tmp_path / "src.txt"
@@ -141,7 +141,7 @@ def test_set_parses_json_values_and_refuses_a_broken_dict():
 
 def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path, capsys):
     from tf_outheads_zoo.presets import get_preset
-    from tf_outheads_zoo.train import read_split
+    from tf_outheads_zoo.splits import read_split
 
     data_config = dict(get_preset("lstm-cpu")["data"], corpus=small_corpus)
     references = read_split(data_config, "test").targets
@@ -331,16 +331,16 @@ def test_file_system_and_memory_failures_of_tensorflow_are_user_errors():
 
     full = tf.errors.ResourceExhaustedError(
         None, None, "runs/x/backup/.tmp-ckpt-4/variables.data; No space left on device")
-    assert cli._is_user_error(full)
-    assert "runs/x/backup/.tmp-ckpt-4/variables.data" in cli.error_message(full)
-    assert "free space, then run the same command again" in cli.error_message(full)
+    assert errors._is_user_error(full)
+    assert "runs/x/backup/.tmp-ckpt-4/variables.data" in errors.error_message(full)
+    assert "free space, then run the same command again" in errors.error_message(full)
     too_large = tf.errors.OutOfRangeError(None, None, "a.data; File too large [Op:SaveV2]")
-    assert cli._is_user_error(too_large) and "free space" in cli.error_message(too_large)
+    assert errors._is_user_error(too_large) and "free space" in errors.error_message(too_large)
     oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
-    assert cli._is_user_error(oom) and "batch_tokens" in cli.error_message(oom)
+    assert errors._is_user_error(oom) and "batch_tokens" in errors.error_message(oom)
     # Any other op failure is a bug and keeps its traceback.
-    assert not cli._is_user_error(tf.errors.InvalidArgumentError(None, None, "shape [3] != [4]"))
-    assert not cli._is_user_error(tf.errors.OutOfRangeError(None, None, "End of sequence"))
+    assert not errors._is_user_error(tf.errors.InvalidArgumentError(None, None, "shape [3] != [4]"))
+    assert not errors._is_user_error(tf.errors.OutOfRangeError(None, None, "End of sequence"))
 
 
 def test_tokenizer_files_of_another_run_are_refused(trained_run, small_corpus, tmp_path, capsys):
@@ -481,7 +481,7 @@ def test_run_file_errors_name_the_file(small_corpus, tmp_path, capsys, args, edi
 @pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run, tmp_path):
     from tf_outheads.decoding import Translator
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
     source = tmp_path / "src.txt"
@@ -513,7 +513,7 @@ def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run
 @pytest.mark.slow  # tests/export/test_three_hosts.py checks it on four heads too
 def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Translator
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra.",
                "Jehová es mi pastor."]
@@ -552,7 +552,7 @@ def test_translate_refuses_bad_sampling_options_by_name(trained_run, tmp_path, c
 def test_translate_continues_target_prefixes_as_the_python_api(trained_run, tmp_path,
                                                                 capsys):
     from tf_outheads.decoding import Translator
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra.",
                "Jehová es mi pastor."]
@@ -586,7 +586,7 @@ def test_translate_continues_target_prefixes_as_the_python_api(trained_run, tmp_
 @pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_translate_appends_alignments_as_the_python_api(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Translator
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "Jehová es mi pastor."]
     source = tmp_path / "src.txt"
@@ -603,7 +603,7 @@ def test_translate_appends_alignments_as_the_python_api(trained_run, tmp_path, c
 
 def test_score_command_writes_the_scorer_s_numbers(trained_run, tmp_path, capsys):
     from tf_outheads.decoding import Scorer
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     sources = ["Y dijo Dios: Sea la luz.", "En el principio."]
     targets = ["And God said, Let there be light.", "In the beginning."]

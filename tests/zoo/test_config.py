@@ -10,13 +10,9 @@ import pathlib
 import pytest
 
 from tf_outheads_zoo import config as config_module
-from tf_outheads_zoo.config import (
-    ConfigError,
-    DecodeConfig,
-    RunConfig,
-    section_fields,
-)
+from tf_outheads_zoo.config import DecodeConfig, RunConfig, section_fields
 from tf_outheads_zoo.presets import EMBEDDED_CORPUS, PRESET_CONFIGS, PRESETS, derive, get_preset
+from tf_outheads_zoo.schema import ConfigError
 # Run files and stored presets are read by `tf_outheads_zoo.stored` (which reads the preset
 # table; the schema in `tf_outheads_zoo.config` does not).
 from tf_outheads_zoo.stored import load_run_config, read_stored_preset
@@ -113,7 +109,6 @@ def test_plain_dict_round_trips_through_the_schema(name):
 def test_schema_defaults_are_the_model_and_translator_defaults():
     # A stored preset without a model or decode key gave the class its default: the
     # schema's default must be that value, so that filling the key in changes nothing.
-    from tf_outheads.decoding.translator import Translator
     from tf_outheads_zoo.lstm import LSTMSeq2Seq
     from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
@@ -128,9 +123,12 @@ def test_schema_defaults_are_the_model_and_translator_defaults():
         assert schema == {name: value for name, value in defaults(cls.__init__).items()
                           if name in schema}, model_type
         assert set(schema) == set(defaults(cls.__init__)), model_type
+    from tf_outheads.decoding.options import DecodeOptions
+
     decode = {field.name: field.default for field in dataclasses.fields(DecodeConfig)}
-    assert decode == {name: value for name, value in defaults(Translator.__init__).items()
-                      if name in decode}
+    options = {field.name: field.default for field in dataclasses.fields(DecodeOptions)}
+    assert set(decode) <= set(options)  # every run setting is a decoding option
+    assert decode == {name: value for name, value in options.items() if name in decode}
 
 
 # -- overrides ----------------------------------------------------------------------------------
@@ -350,7 +348,7 @@ def test_a_stored_preset_with_an_unknown_key_names_the_file(tmp_path):
 
 
 def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_path):
-    from tf_outheads_zoo.train import resolve_preset
+    from tf_outheads_zoo.runs import resolve_preset
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -14,8 +14,8 @@ from tf_outheads.training.translation import compile_for_translation
 from tf_outheads_zoo import cli
 from tf_outheads_zoo import train as zoo_train
 from tf_outheads_zoo.components import run_config, training_loss
-from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.runs import load_run
+from tf_outheads_zoo.schema import ConfigError
 
 TINY = ["--set", "data.vocab_size=300", "--set", "train.steps_per_epoch=2",
         "--set", "decode.max_length_offset=3"]

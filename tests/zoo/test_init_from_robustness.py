@@ -11,7 +11,7 @@ import pytest
 
 from tests.corpus import write_corpus_slice
 from tests.zoo.test_cli import _craft
-from tf_outheads_zoo import cli, runs
+from tf_outheads_zoo import cli, errors, runs
 
 TINY = ["--set", "data.vocab_size=300", "--set", "train.steps_per_epoch=1",
         "--set", "decode.max_length_offset=3"]
@@ -148,5 +148,5 @@ def test_other_load_failures_still_name_a_damaged_model(parent_run, monkeypatch,
 
 def test_a_word_holding_oom_is_not_out_of_memory():
     # "room" in the message, "broom" in a path: only TensorFlow's "OOM when ..." is.
-    assert "out of memory" not in cli.error_message(OSError("runs/broom: no room left"))
-    assert "out of memory" in cli.error_message(OSError("OOM when allocating tensor"))
+    assert "out of memory" not in errors.error_message(OSError("runs/broom: no room left"))
+    assert "out of memory" in errors.error_message(OSError("OOM when allocating tensor"))

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from tf_outheads_zoo.components import build_optimizer
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.presets import PRESETS, get_preset
-from tf_outheads_zoo.train import build_optimizer
 from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 VOCAB = 400

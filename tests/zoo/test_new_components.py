@@ -19,7 +19,7 @@ from tf_outheads.losses import MaskedSequenceCrossEntropy
 from tf_outheads.models import Seq2SeqModel
 from tf_outheads.registry import HEADS, LOSSES, register_head, register_loss
 from tf_outheads_zoo import cli
-from tf_outheads_zoo.config import ModelConfig, unregister_model_type
+from tf_outheads_zoo.model_config import ModelConfig, unregister_model_type
 from tf_outheads_zoo.schema import setting
 
 PACKAGE = "tests_new_components"

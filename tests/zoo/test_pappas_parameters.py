@@ -3,9 +3,9 @@
 import pytest
 
 from tf_outheads.metrics import parameter_report
+from tf_outheads_zoo.components import model_arguments
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.presets import get_preset
-from tf_outheads_zoo.train import model_arguments
 
 # A small vocabulary keeps the models cheap; the differences below do not
 # depend on |V| except untied − tied = |V|·d_h, checked with this |V|.

@@ -7,9 +7,9 @@ from tf_outheads.decoding import Translator
 from tf_outheads.layers.continuous_head import ContinuousOutputHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.metrics import parameter_report
+from tf_outheads_zoo.components import build_model, training_loss
 from tf_outheads_zoo.presets import PRESETS, get_preset
-from tf_outheads_zoo.shared_private import resolve_pairs
-from tf_outheads_zoo.train import build_model, training_loss
+from tf_outheads_zoo.run_pairs import resolve_pairs
 
 VOCAB = 40  # every preset's model at a tiny vocabulary: the layers are what is checked
 
@@ -37,7 +37,7 @@ def test_preset_builds_its_model_loss_and_translator(name, bible_slice, bible_to
     if preset["model"].get("shared_private"):
         # Pairs from the run's corpus and tokenizer, as tf_outheads_zoo.train makes them.
         pytest.importorskip("eflomal")
-        with pytest.raises(ValueError, match="tf_outheads_zoo.train resolves"):
+        with pytest.raises(ValueError, match="names pairs still to be built"):
             build_model(preset, VOCAB, VOCAB)
         preset["model"] = resolve_pairs(preset["model"], bible_slice.select(range(300)),
                                         bible_tokenizer, bible_tokenizer, str(tmp_path))

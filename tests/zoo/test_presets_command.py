@@ -67,7 +67,8 @@ def test_presets_do_not_import_tensorflow(argv):
 
 
 def test_settings_reference_lists_every_key_of_the_schema(capsys):
-    from tf_outheads_zoo.config import MODEL_TYPES, SECTIONS, section_fields
+    from tf_outheads_zoo.config import SECTIONS, section_fields
+    from tf_outheads_zoo.model_config import MODEL_TYPES
 
     settings = _run(capsys, "--markdown").split("\n## Settings\n")[1]
     rows = [line for line in settings.splitlines() if line.startswith("| `")]

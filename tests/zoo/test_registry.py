@@ -11,11 +11,11 @@ from tf_outheads.registry import (HEADS, LEARNING_RATE_SCHEDULES, LOSSES, OPTIMI
                                   Registry)
 from tf_outheads_zoo import catalogue
 from tf_outheads_zoo.components import build_optimizer, check_components, training_loss
-from tf_outheads_zoo.config import (MODEL_TYPES, ConfigError, ModelConfig, RunConfig,
-                                    unregister_model_type)
+from tf_outheads_zoo.config import RunConfig
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
+from tf_outheads_zoo.model_config import MODEL_TYPES, ModelConfig, unregister_model_type
 from tf_outheads_zoo.presets import get_preset
-from tf_outheads_zoo.schema import setting
+from tf_outheads_zoo.schema import ConfigError, setting
 
 
 def test_importing_the_library_registers_its_builtins():
@@ -147,7 +147,7 @@ def test_the_components_command_lists_every_registry(capsys):
 MODULE = '''
 import dataclasses
 
-from tf_outheads_zoo.config import ModelConfig
+from tf_outheads_zoo.model_config import ModelConfig
 from tf_outheads_zoo.schema import setting
 
 

@@ -545,7 +545,7 @@ def test_cpu_pair_differs_only_by_rewe():
     "lstm-cpu-rewe-contrastive-b"))])  # all five in the slow set (issues 37, 40)
 def test_every_rewe_preset_builds_compiles_and_trains_a_step(name):
     from tf_outheads_zoo.presets import get_preset
-    from tf_outheads_zoo.train import build_model, training_loss
+    from tf_outheads_zoo.components import build_model, training_loss
 
     preset = get_preset(name, {"model.embedding_dim": 12, "model.hidden_dim": 16})
     rewe = preset["model"].get("rewe")

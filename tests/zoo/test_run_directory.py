@@ -13,8 +13,9 @@ import pytest
 
 from tests.corpus import lengthen_line, text_data, write_corpus_slice, write_text_files
 from tf_outheads.training import callbacks as callbacks_module
-from tf_outheads_zoo import cli
+from tf_outheads_zoo import cli, runs
 from tf_outheads_zoo import train as train_module
+from tf_outheads_zoo.curves import LossCurves
 from tf_outheads_zoo.presets import get_preset
 
 STEPS_PER_EPOCH = 3
@@ -66,7 +67,7 @@ def _crash_at(monkeypatch, step, where):
     from tf_outheads.training.callbacks import EpochHistory
 
     if where == "batch":
-        cls, method = train_module.LossCurves, "on_train_batch_end"
+        cls, method = LossCurves, "on_train_batch_end"
     else:
         cls, method = EpochHistory, "on_epoch_end"
     original = getattr(cls, method)
@@ -211,12 +212,12 @@ def test_a_refused_train_leaves_the_run_as_it_was(corpus, tmp_path, capsys):
 
 def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
     run_dir = str(tmp_path / "run")
-    with train_module.run_directory_lock(run_dir):
-        with pytest.raises(train_module.RunDirectoryError,
+    with runs.run_directory_lock(run_dir):
+        with pytest.raises(runs.RunDirectoryError,
                            match=rf"in use by another tf-outheads process \(pid {os.getpid()}"):
-            with train_module.run_directory_lock(run_dir):
+            with runs.run_directory_lock(run_dir):
                 pass
-    with train_module.run_directory_lock(run_dir):  # released
+    with runs.run_directory_lock(run_dir):  # released
         pass
 
 
@@ -231,26 +232,26 @@ def test_a_resume_after_a_data_file_changed_is_refused_naming_it(corpus, tmp_pat
     run_dir = tmp_path / "run"
     os.makedirs(run_dir / "backup" / "ckpt-000000003")  # it holds a run
     logged = []
-    recorded = train_module.check_data_fingerprints(str(run_dir), data, log=logged.append)
+    recorded = runs.check_data_fingerprints(str(run_dir), data, log=logged.append)
     # A run of older code has no fingerprints: resumed, and they are recorded from then on.
     assert len(logged) == 1 and "before data files were fingerprinted" in logged[0]
     assert {entry["key"] for entry in recorded["files"].values()} == {
         "data.train.source", "data.train.target", "data.dev.source", "data.dev.target",
         "data.test.source", "data.test.target", "data.test.references[0]"}
-    (run_dir / train_module.DATA_FILES).write_text(json.dumps(recorded), encoding="utf-8")
+    (run_dir / runs.DATA_FILES).write_text(json.dumps(recorded), encoding="utf-8")
     # Touched, same bytes: accepted with one line.
     source = os.path.join(directory, "train.es")
     stamp = os.stat(source).st_mtime + 60
     os.utime(source, (stamp, stamp))
     logged.clear()
-    assert train_module.check_data_fingerprints(str(run_dir), data, log=logged.append)
+    assert runs.check_data_fingerprints(str(run_dir), data, log=logged.append)
     assert len(logged) == 1 and source in logged[0] and "modification time" in logged[0]
     # One line made longer (same line count): the backup's byte positions would
     # pair sources with other lines' targets.
     size = os.path.getsize(source)
     lengthen_line(source, 9)
-    with pytest.raises(train_module.RunDirectoryError) as error:
-        train_module.check_data_fingerprints(str(run_dir), data, log=logged.append)
+    with pytest.raises(runs.RunDirectoryError) as error:
+        runs.check_data_fingerprints(str(run_dir), data, log=logged.append)
     message = str(error.value)
     assert f"{source} (data.train.source) changed" in message
     assert f"size {size:,} -> {size + 5:,} bytes" in message
@@ -273,7 +274,7 @@ def test_a_text_file_run_says_what_stopped_it_and_refuses_a_resume_once_a_line_g
     assert any("the epochs budget stops this run at step 2" in line for line in logged)
     assert "[train] stopped at step 2 by its epochs budget (train.epochs × " \
            "train.steps_per_epoch = 1 × 2 steps)" in logged
-    with open(os.path.join(run_dir, train_module.DATA_FILES), encoding="utf-8") as f:
+    with open(os.path.join(run_dir, runs.DATA_FILES), encoding="utf-8") as f:
         assert os.path.join(directory, "train.es") in json.load(f)["files"]
     before = _contents(run_dir)
     lengthen_line(os.path.join(directory, "train.es"), 9)
@@ -309,14 +310,14 @@ def test_a_preset_file_without_a_tokenizer_or_backup_takes_new_settings(corpus, 
     first = get_preset("lstm-tiny", _overrides(corpus, **{"data.vocab_size": 500}))
     (run_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **first}),
                                          encoding="utf-8")
-    name, preset = train_module.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
+    name, preset = runs.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
     assert preset["data"]["vocab_size"] == 300
     logged = capsys.readouterr().out.splitlines()
     assert len(logged) == 1 and "data.vocab_size" in logged[0] and "replace" in logged[0]
     # With a tokenizer, it is a run: other settings are refused as before.
     (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(train_module.RunDirectoryError, match="holds a run of preset"):
-        train_module.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
+    with pytest.raises(runs.RunDirectoryError, match="holds a run of preset"):
+        runs.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
 
 
 def test_a_step_budget_beyond_the_epochs_budget_is_reported():

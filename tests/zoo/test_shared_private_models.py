@@ -137,7 +137,7 @@ def test_training_with_aligned_pairs_lowers_the_loss_and_moves_shared_features(
 def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_tokenizer,
                                                               tmp_path):
     pytest.importorskip("eflomal")
-    from tf_outheads_zoo.shared_private import resolve_pairs, write_pair_figure
+    from tf_outheads_zoo.run_pairs import resolve_pairs, write_pair_figure
 
     train = bible_slice.select(range(800))
     messages = []

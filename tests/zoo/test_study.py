@@ -237,7 +237,7 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
     study_module.train_arm(runs_dir, study, "strong", 1)
     assert len(commands) == 2
     # Nor trained, nor mixed in, with other settings: the error names the study's key.
-    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.schema import ConfigError
 
     changes = [
         (dataclasses.replace(study, steps=8), "budget.steps=4, but the study now says 8"),

@@ -11,7 +11,7 @@ import pytest
 
 from tests.corpus import text_data, write_corpus_slice, write_text_files
 from tf_outheads_zoo import cli
-from tf_outheads_zoo.config import ConfigError
+from tf_outheads_zoo.schema import ConfigError
 from tf_outheads_zoo.study import arm_run_dir, study_seeds
 from tf_outheads_zoo.study.file import read_study_file
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.errors import _is_user_error, error_message
+from tf_outheads_zoo.schema import ConfigError
 from tf_outheads_zoo.study import Arm, Study, runner
 from tf_outheads_zoo.study.process import StudyRunError
 

@@ -13,8 +13,8 @@ from tf_outheads.training import strategy as tfo_strategy
 from tf_outheads_zoo import cli
 from tf_outheads_zoo import train as zoo_train
 from tf_outheads_zoo.components import check_components
-from tf_outheads_zoo.config import ConfigError
 from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.schema import ConfigError
 
 SAMPLING = {"nbest_size": 16, "alpha": 0.1}
 

@@ -61,7 +61,7 @@ def test_a_vmf_run_from_before_the_table_options_resumes_with_its_plain_table(tm
     # The first Kumar study's seed-1 vMF run (code 4555569): its preset.json has no
     # center / remove_components / eos, and lstm-cpu-vmf now sets them (issue 41).
     from tf_outheads_zoo.schema import TARGET_VECTOR_DEFAULTS
-    from tf_outheads_zoo.train import resolve_preset
+    from tf_outheads_zoo.runs import resolve_preset
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

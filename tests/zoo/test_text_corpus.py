@@ -10,9 +10,10 @@ import tensorflow as tf
 from tests.corpus import text_data, write_corpus_slice, write_text_files
 from tf_outheads import data as tfo_data
 from tf_outheads_zoo import cli
-from tf_outheads_zoo.config import ConfigError, data_set
+from tf_outheads_zoo.config import data_set
 from tf_outheads_zoo.presets import get_preset
-from tf_outheads_zoo.train import TrainingData, tokenizer_seed
+from tf_outheads_zoo.schema import ConfigError
+from tf_outheads_zoo.splits import TrainingData, tokenizer_seed
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_train_files_of_different_lengths_stop_before_training(small_corpus, tmp
 
 
 def test_a_tsv_set_in_the_run_file_is_that_tsv_split(small_corpus, tmp_path):
-    from tf_outheads_zoo.train import read_split
+    from tf_outheads_zoo.splits import read_split
 
     default = get_preset("lstm-tiny", {"data.corpus": small_corpus,
                                        "data.strip_target_suffixes": []})["data"]

@@ -21,14 +21,15 @@ from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from tf_outheads.decoding import Translator, beam_search, greedy_search
 from tf_outheads.export import export_translator
 from tf_outheads.layers.continuous_head import ContinuousOutputHead
+from tf_outheads.layers.attention import sinusoidal_position_encoding
 from tf_outheads.layers.heads import SoftmaxHead, TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.metrics import parameter_report
 from tf_outheads.training import InverseSquareRootSchedule
+from tf_outheads_zoo.components import build_model, build_optimizer, training_loss
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.presets import get_preset
-from tf_outheads_zoo.train import build_model, build_optimizer, training_loss
-from tf_outheads_zoo.transformer import TransformerSeq2Seq, sinusoidal_position_encoding
+from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 SOURCE_VOCAB = 23
 TARGET_VOCAB = 19
@@ -684,7 +685,7 @@ def test_cli_trains_the_transformer_cpu_preset(preset, tmp_path):
     assert results["steps"] == 6
     with open(os.path.join(run_dir, "test.hyp"), encoding="utf-8") as f:
         assert len(f.read().splitlines()) == 8
-    from tf_outheads_zoo.train import load_run
+    from tf_outheads_zoo.runs import load_run
 
     model, *_ = load_run(run_dir)
     assert type(model) is TransformerSeq2Seq and model.model_dim == 16

@@ -96,7 +96,7 @@ def test_every_head_moves_its_tables_by_piece(corpora, tmp_path, head):
 
 
 def test_update_vocab_needs_init_from_and_a_fresh_optimizer(corpora, tmp_path, capsys):
-    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.schema import ConfigError
     from tf_outheads_zoo.init_from import check_compatible
     from tf_outheads_zoo.presets import get_preset
 

@@ -277,7 +277,7 @@ def read_tsv(
     Example:
 
     ```python
-    dev = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz", split="dev")
+    dev = tf_outheads.data.read_tsv("bible-es-en.tsv.gz", split="dev")
     dev.sources[0], dev.targets[0], dev.references["en_kjv"][0]
     ```
     """
@@ -474,7 +474,7 @@ def clean(corpus, max_length=None, max_length_ratio=None, drop_empty=True, drop_
     Example:
 
     ```python
-    corpus = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz")
+    corpus = tf_outheads.data.read_tsv("bible-es-en.tsv.gz")
     corpus, report = tf_outheads.data.clean(corpus, max_length=100, max_length_ratio=2.5)
     print(report)
     ```

@@ -200,7 +200,7 @@ def make_training_dataset(
     Example:
 
     ```python
-    corpus = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz")
+    corpus = tf_outheads.data.read_tsv("bible-es-en.tsv.gz")
     source_tokenizer, target_tokenizer = tf_outheads.data.build_tokenizers(
         corpus.sources, corpus.targets, "run/tokenizer")
     dataset = tf_outheads.data.make_training_dataset(

@@ -202,8 +202,8 @@ class Reservoir:
     """A uniform sample of at most `size` items of a stream, returned in stream order.
 
     Algorithm R with `random.Random(seed)`: the same stream and seed give the
-    same sample, whether the stream is a file or a list (the zoo samples the
-    tokenizer's pairs of an in-memory corpus with it too). Ask `next_slot()`
+    same sample, whether the stream is a file or a list (an in-memory corpus gives the
+    sample its file would: a tokenizer's training pairs, say). Ask `next_slot()`
     for every item; only an item that gets a slot needs to be built and `put`.
 
     Example:

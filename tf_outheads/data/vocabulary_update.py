@@ -12,7 +12,7 @@ model, so the update is made on the models themselves:
 - `"replace"`: the new data's model as it is; pieces only the parent had are dropped.
 
 :func:`piece_map` then gives, for each new id, the parent's id of the same piece (or
-−1 for a new piece): what `tf_outheads.models.vocabulary.transfer_weights` moves rows by.
+−1 for a new piece): what `tf_outheads.models.weight_transfer.transfer_weights` moves rows by.
 """
 
 import numpy as np

@@ -1,4 +1,8 @@
-"""Search kept out of the model: a step function is the only contract."""
+"""Search kept out of the model: a step function is the only contract.
+
+`DecodeOptions` holds every decoding option, checked once; `Translator`, the
+exported SavedModel and the command line all take it whole.
+"""
 
 from tf_outheads.decoding.beam import BeamResult
 from tf_outheads.decoding.beam import beam_search
@@ -7,6 +11,7 @@ from tf_outheads.decoding.beam import tile_for_beam
 from tf_outheads.decoding.greedy import GreedyResult
 from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source
+from tf_outheads.decoding.options import DecodeOptions
 from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.decoding.scoring import score
 from tf_outheads.decoding.translator import Translator
@@ -15,6 +20,7 @@ from tf_outheads.decoding.unk import replace_unknown_words
 
 __all__ = [
     "BeamResult",
+    "DecodeOptions",
     "GreedyResult",
     "Scorer",
     "Translator",

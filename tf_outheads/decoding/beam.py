@@ -23,6 +23,9 @@ Admitting an EOS candidate only from the top `k` (fairseq, OpenNMT-py) rather
 than from the whole top `2k` (tensor2tensor) makes `beam_size=1` exactly
 `greedy_search`: a hypothesis finishes when EOS is its best continuation,
 not when EOS is merely the runner-up.
+
+Parts of their own (exported here too): the state's beam-major layout (`beam_layout`),
+GNMT's penalties (`penalties`), the finished hypotheses and stopping rule (`beam_pool`).
 """
 
 import math
@@ -32,65 +35,14 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+# The search's parts in their own modules, importable from here as well.
+from tf_outheads.decoding.beam_layout import gather_beams, reorder_state, tile_for_beam
+from tf_outheads.decoding.beam_pool import (_NEG_INF, BeamResult, FinishedPool,
+                                            best_reachable_scores, merge_finished, n_best,
+                                            sentences_done)
 from tf_outheads.decoding.greedy import decoding_limits
-
-# Smallest coverage the coverage penalty takes a log of: a source word that
-# no attention ever reached costs a finite `log(tiny) = -87.3` (times beta)
-# instead of `-inf`, so hypotheses that all miss a word stay comparable.
-_MIN_COVERAGE = float(np.finfo(np.float32).tiny)
-
-# The log-probability of a dead beam, an empty slot, a forbidden word. A
-# Python float, so that each graph gets its own constant (a module-level
-# tensor would be captured as an input).
-_NEG_INF = -math.inf
-
-
-class BeamResult(NamedTuple):
-    """What `beam_search` returns: the n-best hypotheses of every sentence.
-
-    A named tuple, so that it passes through `tf.nest` and can be returned
-    from a `tf.function`. `n` is `num_hypotheses`; hypotheses are sorted by
-    `scores`, best first.
-
-    Args:
-        ids: int32 tensor `(batch, n, max_steps)`, the emitted tokens without
-            the leading BOS, each row ending with its EOS (when it emitted
-            one) and padded with `PAD_ID`. `max_steps` is the loop bound, as
-            in `GreedyResult`.
-        lengths: int32 tensor `(batch, n)`, tokens up to and including EOS,
-            or the sentence's own `max_length` for a hypothesis cut there.
-        scores: float32 tensor `(batch, n)`, normalised scores
-            `log_probs / lp(length) + cp`, sorted descending.
-        log_probs: float32 tensor `(batch, n)`, the raw sums of the emitted
-            tokens' log-scores (EOS included).
-
-    A slot that holds no hypothesis (a sentence with fewer than `n`
-    hypotheses, e.g. a tiny vocabulary) has length 0, `PAD_ID` ids and
-    `-inf` scores and log-probabilities.
-    """
-
-    ids: tf.Tensor
-    lengths: tf.Tensor
-    scores: tf.Tensor
-    log_probs: tf.Tensor
-
-
-class FinishedPool(NamedTuple):
-    """The `k` best finished hypotheses of every sentence, best first.
-
-    Args:
-        ids: int32 `(batch, k, max_steps)`, tokens after BOS, `PAD_ID` beyond
-            each hypothesis' length.
-        scores: float32 `(batch, k)`, normalised scores, sorted descending;
-            `-inf` for an empty slot.
-        log_probs: float32 `(batch, k)`, the raw sums of log-scores.
-        lengths: int32 `(batch, k)`, tokens including the final EOS.
-    """
-
-    ids: tf.Tensor
-    scores: tf.Tensor
-    log_probs: tf.Tensor
-    lengths: tf.Tensor
+from tf_outheads.decoding.penalties import (coverage_penalty_term, length_penalty_factor,
+                                            normalised_scores)
 
 
 class _LoopState(NamedTuple):
@@ -102,139 +54,6 @@ class _LoopState(NamedTuple):
     alive_coverage: object  # (batch, k, source) float32, or () unused
     finished: FinishedPool  # (batch, k, ...) the best finished hypotheses
     done: tf.Tensor  # (batch,) bool
-
-
-def tile_for_beam(state, beam_size):
-    """Repeat every row of a nested state `beam_size` times.
-
-    `(batch, ...)` becomes `(batch * beam_size, ...)` with row
-    `b * beam_size + j` a copy of row `b`: the layout `beam_search` and
-    `gather_beams` use. A model whose step function closes over encoder
-    outputs (instead of carrying them in the state) tiles them with this.
-
-    Args:
-        state: nested structure (dict / list / tuple) of tensors, each with a
-            leading batch dimension.
-        beam_size: int, copies of each row.
-
-    Returns:
-        The same structure with leading dimension `batch * beam_size`.
-
-    Example:
-
-    ```python
-    import tensorflow as tf
-    from tf_outheads.decoding import tile_for_beam
-    tile_for_beam({"memory": tf.constant([[1.0], [2.0]])}, 3)["memory"]
-    # -> [[1.], [1.], [1.], [2.], [2.], [2.]]
-    ```
-    """
-    return tf.nest.map_structure(
-        lambda tensor: tf.repeat(tensor, beam_size, axis=0), state
-    )
-
-
-def gather_beams(state, beam_indices, beam_size):
-    """Select beams of every sentence from a beam-major nested state.
-
-    Args:
-        state: nested structure of tensors with leading dimension
-            `batch * beam_size` (row `b * beam_size + j` is beam `j` of
-            sentence `b`).
-        beam_indices: int32 tensor `(batch, n)`, for every sentence the
-            beams (in `[0, beam_size)`) to keep, in the new order. A beam may
-            be picked several times.
-        beam_size: int, beams per sentence in `state`.
-
-    Returns:
-        The same structure with leading dimension `batch * n`: row
-        `b * n + i` is row `b * beam_size + beam_indices[b, i]` of `state`.
-
-    Example:
-
-    ```python
-    import tensorflow as tf
-    from tf_outheads.decoding import gather_beams
-    state = tf.constant([10, 11, 20, 21])          # 2 sentences x 2 beams
-    gather_beams(state, tf.constant([[1, 1], [1, 0]]), beam_size=2)
-    # -> [11, 11, 21, 20]
-    ```
-    """
-    flat_indices = _flat_beam_indices(beam_indices, beam_size)
-    return tf.nest.map_structure(
-        lambda tensor: tf.gather(tensor, flat_indices, axis=0), state
-    )
-
-
-def _flat_beam_indices(beam_indices, beam_size):
-    """`(batch, n)` beams per sentence → `(batch * n,)` rows of the flat state."""
-    beam_indices = tf.cast(beam_indices, tf.int32)
-    offsets = tf.range(tf.shape(beam_indices)[0]) * beam_size  # (batch,)
-    return tf.reshape(beam_indices + offsets[:, tf.newaxis], [-1])
-
-
-def _reorder_state(new_state, old_state, beam_indices, beam_size):
-    """`gather_beams` of the entries `step_fn` changed; the others as they are.
-
-    An entry `step_fn` returns unchanged (the very tensor it was given, as the
-    encoder memory, its attention keys and mask) has never changed since
-    `tile_for_beam` made the `beam_size` rows of each sentence equal, so
-    reordering rows within a sentence would copy it for nothing: at beam 8
-    that copy was most of the search's own time per step (benchmarks/decode.py).
-    """
-    new_flat = tf.nest.flatten(new_state)
-    old_flat = tf.nest.flatten(old_state)
-    if len(new_flat) != len(old_flat):
-        tf.nest.assert_same_structure(new_state, old_state)  # raises a clear error
-    flat_indices = _flat_beam_indices(beam_indices, beam_size)
-    reordered = [new if new is old else tf.gather(new, flat_indices, axis=0)
-                 for new, old in zip(new_flat, old_flat)]
-    return tf.nest.pack_sequence_as(new_state, reordered)
-
-
-def length_penalty_factor(lengths, alpha):
-    """GNMT length penalty `lp(Y) = ((5 + |Y|) / 6) ** alpha`.
-
-    Args:
-        lengths: int or float tensor, hypothesis lengths (EOS included).
-        alpha: float, the strength `α`; `0` gives `1` (no normalisation).
-
-    Returns:
-        float32 tensor of the same shape.
-
-    References:
-        Wu et al. 2016, "Google's Neural Machine Translation System", Eq. 14.
-    """
-    lengths = tf.cast(lengths, tf.float32)
-    return tf.pow((5.0 + lengths) / 6.0, alpha)
-
-
-def coverage_penalty_term(coverage, beta, source_mask=None):
-    """GNMT coverage penalty `cp = β · Σ_i log(min(Σ_j p_ij, 1))`.
-
-    Args:
-        coverage: float tensor `(..., source)`, the attention each source
-            word received, summed over the target steps (`Σ_j p_ij`).
-        beta: float, the strength `β ≥ 0`.
-        source_mask: optional bool/float tensor broadcastable to `coverage`;
-            padded source positions (`0` / `False`) are left out of the sum.
-
-    Returns:
-        float32 tensor `coverage.shape[:-1]`, at most `0`. Coverage is
-        floored at the smallest normal float32 so that an unattended word
-        costs a finite `β · log(1.2e-38) ≈ -87.3 β`.
-
-    References:
-        Wu et al. 2016, "Google's Neural Machine Translation System", Eq. 14.
-    """
-    coverage = tf.cast(coverage, tf.float32)
-    log_coverage = tf.math.log(
-        tf.clip_by_value(coverage, _MIN_COVERAGE, 1.0)
-    )
-    if source_mask is not None:
-        source_mask = tf.cast(source_mask, tf.bool)
-        log_coverage = tf.where(source_mask, log_coverage, 0.0)
-    return beta * tf.reduce_sum(log_coverage, axis=-1)
 
 
 def _check_coverage_state(state, where):
@@ -459,75 +278,6 @@ def candidate_coverage(alive_coverage, step_alignment, parents):
     return tf.gather(alive_coverage + step_alignment, parents, batch_dims=1)
 
 
-def normalised_scores(log_probs, length, length_penalty, coverage=None,
-                      coverage_penalty=0.0, source_mask=None):
-    """GNMT's score `log P(Y) / lp(Y) + cp(Y)` of hypotheses of one length.
-
-    Args:
-        log_probs: float32 `(batch, c)`.
-        length: int32 scalar or tensor broadcastable to `log_probs`, tokens
-            including EOS.
-        length_penalty: float `α`, or a float tensor broadcastable to
-            `(batch, 1)`.
-        coverage: optional float32 `(batch, c, source)`; `None` leaves `cp`
-            out.
-        coverage_penalty: float `β`.
-        source_mask: optional, broadcastable to `coverage`.
-
-    Returns:
-        float32 `(batch, c)`.
-
-    References:
-        Wu et al. 2016, "Google's Neural Machine Translation System", Eq. 14.
-    """
-    scores = log_probs / length_penalty_factor(length, length_penalty)
-    if coverage is not None:
-        scores += coverage_penalty_term(coverage, coverage_penalty, source_mask)
-    return scores
-
-
-def merge_finished(pool, beam_size, ids, log_probs, scores, ends, length):
-    """Admit the candidates that finish now into the pool of finished hypotheses.
-
-    A candidate finishes when it ends (EOS, or the sentence's limit) *and*
-    ranks in the top `k` of the `2k` by log-probability: admitting EOS only
-    from the top `k` (fairseq `sequence_generator.py`, OpenNMT-py) makes
-    `beam_size=1` exactly `greedy_search`. The pool keeps the best `k` of the
-    old pool and the newcomers by normalised score; the old pool comes first,
-    so it wins ties.
-
-    Args:
-        pool: `FinishedPool` with `k` slots per sentence.
-        beam_size: int `k`.
-        ids: int32 `(batch, 2k, max_steps)`, the candidates' tokens.
-        log_probs: float32 `(batch, 2k)`, sorted descending.
-        scores: float32 `(batch, 2k)`, their normalised scores.
-        ends: bool `(batch, 2k)`, the candidates that end at this step.
-        length: int32 scalar, the candidates' length.
-
-    Returns:
-        The new `FinishedPool`.
-    """
-    k = beam_size
-    in_top_k = tf.range(2 * k) < k  # (2k,)
-    newly_finished = tf.logical_and(ends, in_top_k)
-    scores = tf.where(newly_finished, scores, _NEG_INF)
-    pool_scores, pool_order = tf.math.top_k(
-        tf.concat([pool.scores, scores], axis=1), k=k
-    )  # (B, k)
-
-    def pick(pooled, candidates):
-        merged = tf.concat([pooled, candidates], axis=1)
-        return tf.gather(merged, pool_order, batch_dims=1)
-
-    return FinishedPool(
-        ids=pick(pool.ids, ids),
-        scores=pool_scores,
-        log_probs=pick(pool.log_probs, log_probs),
-        lengths=pick(pool.lengths, tf.fill(tf.shape(log_probs), length)),
-    )
-
-
 def select_alive(log_probs, ends, candidates, beam_size):
     """The best `k` candidates that do not end: the next step's alive beams.
 
@@ -554,93 +304,6 @@ def select_alive(log_probs, ends, candidates, beam_size):
         lambda tensor: tf.gather(tensor, survivors, batch_dims=1), candidates
     )
     return alive_log_probs, alive
-
-
-def best_reachable_scores(best_alive, length, limits, end_lengths, end_penalties,
-                          max_step_score, max_eos_bias=0.0):
-    """An upper bound on every final score an alive hypothesis can still reach.
-
-    With every future log-score at most `u = max_step_score` (EOS's at most
-    `u + e`, `e = max_eos_bias`) and `cp <= 0`, an alive hypothesis of length
-    `t` and log-probability `A` (it holds no EOS) that ends at length `L`
-    (`t < L <= limit`) scores at most `(A + (L - t) u + e) / lp(L)`; the bound
-    is the maximum of that over `L` for the best alive `A`, exact for any `α`.
-    For log-probabilities (`u = 0`, `e = 0`, `α >= 0`) it is GNMT's
-    `A / lp(limit)` (tensor2tensor `_is_not_finished`); for `α = 0`, `A`.
-
-    Args:
-        best_alive: float32 `(batch,)`, the best alive log-probability.
-        length: int32 scalar, the alive hypotheses' length `t`.
-        limits: int32 `(batch,)`, each sentence's `max_length`.
-        end_lengths: int32 `(max_steps,)`, `1 .. max_steps`.
-        end_penalties: float32 `lp(end_lengths)`, `(max_steps,)` or
-            `(batch, max_steps)` for one `α` per sentence.
-        max_step_score: float `u`.
-        max_eos_bias: float `e >= 0`, or float32 `(batch, 1)`. Defaults to 0.0.
-
-    Returns:
-        float32 `(batch,)`, `-inf` for a sentence at its limit.
-    """
-    extra_steps = tf.cast(end_lengths - length, tf.float32)
-    reachable = tf.logical_and(
-        end_lengths[tf.newaxis, :] > length,
-        end_lengths[tf.newaxis, :] <= limits[:, tf.newaxis],
-    )  # (B, max_steps)
-    final_scores = (
-        best_alive[:, tf.newaxis] + extra_steps * max_step_score + max_eos_bias
-    ) / end_penalties
-    return tf.reduce_max(tf.where(reachable, final_scores, _NEG_INF), axis=1)
-
-
-def sentences_done(done, at_limit, best_alive, finished_scores, num_hypotheses,
-                   best_reachable=None):
-    """Which sentences stop: `beam_search`'s stopping rule.
-
-    A sentence is done once it was done, when it reaches its limit, when it
-    has no alive hypothesis left, or (given `best_reachable`) when its
-    `num_hypotheses`-th best finished score is at least the best score an
-    alive hypothesis can reach: what stays alive never depends on the
-    finished pool, so stopping then changes nothing in the n-best (ties go
-    to the hypothesis that finished first).
-
-    Args:
-        done: bool `(batch,)`, the sentences already done.
-        at_limit: bool `(batch,)`, the sentences at their `max_length`.
-        best_alive: float32 `(batch,)`, `-inf` without an alive hypothesis.
-        finished_scores: float32 `(batch, k)`, sorted descending.
-        num_hypotheses: int `n`.
-        best_reachable: optional float32 `(batch,)`, from
-            `best_reachable_scores`; `None` when no bound is known.
-
-    Returns:
-        bool `(batch,)`.
-    """
-    done = tf.logical_or(done, at_limit)
-    done = tf.logical_or(done, tf.equal(best_alive, _NEG_INF))
-    if best_reachable is not None:
-        cannot_improve = finished_scores[:, num_hypotheses - 1] >= best_reachable
-        done = tf.logical_or(done, cannot_improve)
-    return done
-
-
-def n_best(finished, num_hypotheses):
-    """The `BeamResult` of the top `num_hypotheses` of a finished pool.
-
-    An empty slot (`-inf` log-probability) gets length 0 and `PAD_ID` ids;
-    every hypothesis' ids are `PAD_ID` beyond its length.
-    """
-    n = num_hypotheses
-    scores = finished.scores[:, :n]
-    log_probs = finished.log_probs[:, :n]
-    found = log_probs > _NEG_INF  # (B, n): False for an empty slot
-    lengths = tf.where(found, finished.lengths[:, :n], 0)
-    positions = tf.range(tf.shape(finished.ids)[-1])  # (max_steps,)
-    ids = tf.where(
-        positions < lengths[:, :, tf.newaxis],
-        finished.ids[:, :n],
-        PAD_ID,
-    )
-    return BeamResult(ids=ids, lengths=lengths, scores=scores, log_probs=log_probs)
 
 
 class _BeamStep:
@@ -711,7 +374,7 @@ class _BeamStep:
         alive_log_probs, (alive_ids, alive_words, alive_parents, alive_coverage) = (
             select_alive(log_probs, ends, (candidate_ids, words, parents, coverage), k)
         )
-        model_state = _reorder_state(new_state, loop.model_state, alive_parents, k)
+        model_state = reorder_state(new_state, loop.model_state, alive_parents, k)
 
         best_alive = alive_log_probs[:, 0]  # (B,)
         best_reachable = None
@@ -927,3 +590,10 @@ def beam_search(
         step.keep_going, step, (loop_state,), maximum_iterations=max_steps
     )
     return n_best(loop_state.finished, num_hypotheses)
+
+
+__all__ = ["BeamResult", "FinishedPool", "beam_search", "best_reachable_scores",
+           "candidate_coverage", "candidate_hypotheses", "coverage_penalty_term",
+           "gather_beams", "initial_beams", "length_penalty_factor", "merge_finished",
+           "n_best", "normalised_scores", "reorder_state", "select_alive", "sentences_done",
+           "tile_for_beam", "top_candidates"]

@@ -41,7 +41,7 @@ blocked like any output.
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
-from tf_outheads.decoding.beam import length_penalty_factor
+from tf_outheads.decoding.penalties import length_penalty_factor
 
 _KEY = "constraints"
 

@@ -21,10 +21,11 @@ inside an exported SavedModel:
 
 It has two hosts. `tf_outheads.decoding.Translator` (Python) checks its
 arguments, encodes all its sources once, decodes them in length-sorted
-batches with the defaults (one search, chosen when traced) and the head cache
-of the current weights, and restores the input order.
+batches with its `DecodeOptions` (one search, chosen when traced) and the head
+cache of the current weights, and restores the input order.
 `tf_outheads.export.TranslatorModule` (a SavedModel) calls `translate` with
-per-request options and the head cache frozen as variables at export.
+per-request options (`tf_outheads.decoding.requests`) and the head cache frozen
+as variables at export.
 """
 
 import tensorflow as tf
@@ -35,21 +36,19 @@ from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.constraints import (constraints_requested, remove_eos_bias,
                                               with_constraints)
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
-from tf_outheads.decoding.options import (MAX_EOS_BIAS, MAX_LENGTH_PENALTY, check_block_repeats,
-                                          check_eos_bias, check_length_limits,
-                                          check_length_penalty, check_sampling)
+from tf_outheads.decoding.options import SAMPLING_OPTIONS, DecodeOptions, decode_options
 from tf_outheads.decoding.prefix import with_target_prefix
+from tf_outheads.decoding.requests import RequestOptions, sampling_refusal
 from tf_outheads.decoding.sampling import Sampling, row_seeds
 from tf_outheads.decoding.unk import replace_unknown_words
 
-OPTION_NAMES = ("beam_size", "length_penalty", "num_hypotheses", "replace_unk",
-                "sampling_topk", "sampling_topp", "sampling_temperature", "seed",
-                "with_alignments", "eos_bias", "block_repeats")
-SAMPLING_NAMES = ("sampling_topk", "sampling_topp", "sampling_temperature")
+# The inputs of a request (`DecodeOptions.request_inputs`), and the sampling options.
+OPTION_NAMES = tuple(name for name, _ in DecodeOptions.request_inputs())
+SAMPLING_NAMES = SAMPLING_OPTIONS
 _CPU = "/cpu:0"
 
 
-class TranslationGraph:
+class TranslationGraph(RequestOptions):
     """A model, its tokenizers and the search: raw strings in, translations out, in graph ops.
 
     Builds nothing when constructed (the tokenizers are first used by
@@ -59,25 +58,15 @@ class TranslationGraph:
     Args:
         model: a model with `initial_decoding_state(source_ids, max_length)`,
             `make_step_fn(cache)` and a `head`; `source_alignments(source_ids,
-            target_in)` for `<unk>` replacement.
+            target_in)` for `<unk>` replacement and alignments.
         source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         target_tokenizer: `tf_outheads.data.SubwordTokenizer`.
-        beam_size: int >= 1, checked by the host. The default beam width;
-            1 decodes greedily. Defaults to 1.
-        length_penalty: float, finite, in `[0, 10]`. The default GNMT α of
-            the beam search. Defaults to 0.0.
-        num_hypotheses: int in `[1, beam_size]`, checked by the host. The
-            default n-best size. Defaults to 1.
-        replace_unk: bool. By default, write the most-attended source word
-            over every `<unk>` (`tf_outheads.decoding.replace_unknown_words`).
-            Defaults to `False`.
+        options: `tf_outheads.decoding.options.DecodeOptions` (already checked), the
+            translation's options: the defaults of a request. `None`: the
+            defaults. With `eos_bias` and `block_repeats` at their defaults the
+            model's step function is not wrapped at all.
         beam_sizes: iterable of int. The widths a request may ask for
-            (`translate` with options), besides `beam_size`. Defaults to `()`.
-        max_source_length: int >= 2. Sources keep their first
-            `max_source_length - 1` pieces, then EOS. Defaults to 256.
-        max_length_ratio: float > 0. Output limit = ratio × source length
-            (EOS included) + offset. Defaults to 1.5.
-        max_length_offset: int >= 0. Defaults to 10.
+            (`translate` with options), besides `options.beam_size`. Defaults to `()`.
         max_input_bytes: int or `None`. Raw inputs are cut to this many bytes
             before tokenization; `None` keeps them whole. Defaults to `None`.
         max_request_sources: int or `None`. `translate` refuses a request of
@@ -87,56 +76,32 @@ class TranslationGraph:
             sources hold more subword pieces in all (each counted after its
             cut to `max_source_length - 1`), before decoding it; `None`: no
             limit. Defaults to `None`.
-        sampling_topk, sampling_topp, sampling_temperature: the default
-            sampling (`tf_outheads.decoding.options.check_sampling`); all
-            `None` (the default): the arg-max.
-        eos_bias: float, finite, in `[-100, 100]`. Added to EOS's score at
-            every step (`tf_outheads.decoding.constraints`; in the head's score
-            unit: nats for log-probabilities, a cosine for a continuous head
-            with `scoring="cosine"`); < 0 gives longer outputs. Reported scores
-            stay the model's. Defaults to 0.0.
-        block_repeats: bool. No piece right after itself (target prefixes are
-            still forced as given). Defaults to `False`. With both at their
-            defaults the model's step function is not wrapped at all.
 
     Raises:
-        ValueError: `length_penalty`, `max_length_ratio`,
-            `max_length_offset`, `max_source_length` or `eos_bias` out of range,
-            or `block_repeats` not a bool (named, with the value received), or
-            `replace_unk=True` with a model that cannot align; sampling options
-            out of range, with a beam, or with a head whose scores are not
-            log-probabilities.
+        TypeError: `options` is not a `DecodeOptions`.
+        ValueError: `replace_unk` or `with_alignments` with a model that cannot
+            align; sampling with a head whose scores are not log-probabilities.
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, beam_size=1,
-                 length_penalty=0.0, num_hypotheses=1, replace_unk=False, beam_sizes=(),
-                 max_source_length=256, max_length_ratio=1.5, max_length_offset=10,
-                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None,
-                 sampling_topk=None, sampling_topp=None, sampling_temperature=None,
-                 eos_bias=0.0, block_repeats=False):
-        self.length_penalty = check_length_penalty(length_penalty)
-        self.eos_bias = check_eos_bias(eos_bias)
-        self.block_repeats = check_block_repeats(block_repeats)
-        self.sampling = check_sampling(sampling_topk, sampling_topp, sampling_temperature,
-                                       beam_size)
+    def __init__(self, model, source_tokenizer, target_tokenizer, options=None, beam_sizes=(),
+                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None):
+        self.options = options = decode_options(options)  # not checked again
+        self.sampling = options.sampling
         # Sampling needs a distribution over the vocabulary.
         self.can_sample = bool(getattr(model.head, "scores_are_log_probabilities", True))
         if self.sampling is not None and not self.can_sample:
             raise ValueError(sampling_refusal(model.head))
-        self.max_length_ratio, self.max_length_offset, self.max_source_length = (
-            check_length_limits(max_length_ratio, max_length_offset, max_source_length))
         self.can_replace_unk = callable(getattr(model, "source_alignments", None))
-        if replace_unk and not self.can_replace_unk:
-            raise ValueError(
-                "`replace_unk=True` needs a model with `source_alignments(source_ids, "
-                f"target_in)`. Received: a {type(model).__name__} without it")
+        for name in ("replace_unk", "with_alignments"):  # both read the attention
+            if getattr(options, name) and not self.can_replace_unk:
+                raise ValueError(
+                    f"`{name}=True` needs a model with `source_alignments(source_ids, "
+                    f"target_in)`. Received: a {type(model).__name__} without it")
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.beam_size = int(beam_size)
-        self.num_hypotheses = int(num_hypotheses)
-        self.replace_unk = bool(replace_unk)
-        self.beam_sizes = tuple(sorted({int(width) for width in beam_sizes} | {self.beam_size}))
+        self.beam_sizes = tuple(sorted({int(width) for width in beam_sizes}
+                                       | {options.beam_size}))
         self.max_input_bytes = None if max_input_bytes is None else int(max_input_bytes)
         self.max_request_sources = (None if max_request_sources is None
                                     else int(max_request_sources))
@@ -153,9 +118,10 @@ class TranslationGraph:
             sources: string tensor `(B,)`.
             cache: dict of tensors, the head's `inference_cache()`.
             options: `None` (the defaults for every row), or a dict of the
-                request's `OPTION_NAMES`, each a `(None,)` tensor of one value
-                or one per source, a negative value meaning the default (see
-                `tf_outheads.export.TranslatorModule`).
+                request's options (`DecodeOptions.request_inputs()`), each a
+                `(None,)` tensor of one value or one per source, an unset value
+                (-1; NaN for `eos_bias`) meaning the default
+                (`tf_outheads.decoding.requests`).
             target_prefix: `None`, or a string tensor `(1,)` or `(B,)`: the
                 text each translation starts with (`""`: none), continued by
                 the search (`encode_prefix`).
@@ -210,7 +176,7 @@ class TranslationGraph:
             "scores": scores,  # (B, n)
             "alignments": alignments,  # (B, n): "i-j" pairs where asked for, else ""
             # (B,) the width each row was decoded with
-            "beam_size": (tf.fill([batch_size], self.beam_size) if options is None
+            "beam_size": (tf.fill([batch_size], self.options.beam_size) if options is None
                           else options["beam_size"]),
             "truncated": truncated,  # (B,) pieces dropped past max_source_length
             "empty_source": tf.equal(num_pieces, 0),  # (B,) no piece: nothing decoded
@@ -247,131 +213,15 @@ class TranslationGraph:
             f"Request too large: {texts} hold {{}} subword pieces ({each} counted up "
             f"to {{}}); this export {verb} at most {{}} per request (max_request_pieces). "
             "Split it into smaller requests.",
-            (total, self.max_source_length - 1, limit))], name="check_request_pieces")]
-
-    # -- per-request options --------------------------------------------------
-    def check_options(self, batch_size, options):
-        """Asserts refusing the option values a request cannot use.
-
-        Each raises `InvalidArgumentError` with a message naming the option
-        and showing the values received: an option of neither one value nor
-        one per source, a NaN, infinite or > 10 `length_penalty`, an infinite
-        `eos_bias` or one above 100 in size (NaN: not set), and `replace_unk`
-        > 0 when the model cannot align.
-        """
-        checks = []
-        for name, value in options.items():
-            size = tf.size(value)
-            checks.append(tf.debugging.Assert(
-                tf.logical_or(tf.equal(size, 1), tf.equal(size, batch_size)),
-                [f"`{name}` must hold one value, or one per source. Received: {name} of "
-                 "length", size, "for a batch of", batch_size], name=f"check_{name}_length"))
-        length_penalty = options["length_penalty"]
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.logical_and(tf.math.is_finite(length_penalty),
-                                         length_penalty <= MAX_LENGTH_PENALTY)),
-            [f"`length_penalty` must be finite and in [0, {MAX_LENGTH_PENALTY:g}], or "
-             "negative (-1) for the export default. Received: length_penalty=",
-             length_penalty], summarize=16, name="check_length_penalty"))
-        eos_bias = options["eos_bias"]
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.logical_or(tf.math.is_nan(eos_bias),
-                                        tf.abs(eos_bias) <= MAX_EOS_BIAS)),
-            [f"`eos_bias` must be finite and in [-{MAX_EOS_BIAS:g}, {MAX_EOS_BIAS:g}], or NaN "
-             "for the export default. Received: eos_bias=", eos_bias], summarize=16,
-            name="check_eos_bias"))
-        if not self.can_replace_unk:
-            for name in ("replace_unk", "with_alignments"):  # both read the attention
-                checks.append(tf.debugging.Assert(
-                    tf.reduce_all(options[name] <= 0),
-                    [f"`{name}` is not available in this export (its model has no "
-                     f"source_alignments): send 0 or -1. Received: {name}=", options[name]],
-                    summarize=16, name=f"check_{name}"))
-        topk, topp = options["sampling_topk"], options["sampling_topp"]
-        temperature = options["sampling_temperature"]
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(topk >= -1),
-            ["`sampling_topk` must be >= 0 (0: the whole vocabulary), or -1 (not set). "
-             "Received: sampling_topk=", topk], summarize=16, name="check_sampling_topk"))
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.logical_or(tf.equal(topp, -1.0),
-                                        tf.logical_and(topp > 0.0, topp <= 1.0))),
-            ["`sampling_topp` must be in (0, 1], or -1 (not set). Received: sampling_topp=",
-             topp], summarize=16, name="check_sampling_topp"))
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.logical_or(tf.equal(temperature, -1.0), tf.logical_and(
-                tf.math.is_finite(temperature), temperature > 0.0))),
-            ["`sampling_temperature` must be finite and > 0, or -1 (not set). "
-             "Received: sampling_temperature=", temperature], summarize=16,
-            name="check_sampling_temperature"))
-        if not self.can_sample:
-            asked = tf.reduce_any([tf.reduce_any(options[name] != -1)
-                                   for name in SAMPLING_NAMES])
-            checks.append(tf.debugging.Assert(
-                tf.logical_not(asked), [sampling_refusal(self.model.head) + " Send -1."],
-                name="check_sampling_available"))
-        return checks
-
-    def check_sampling_widths(self, options):
-        """An assert refusing a row that samples with a beam it asked for (resolved
-        options: a row that samples and left `beam_size` unset decodes with width 1)."""
-        wide = tf.logical_and(options["sampling"], options["beam_size"] > 1)
-        return [tf.debugging.Assert(tf.logical_not(tf.reduce_any(wide)), [
-            "Sampling draws one piece at a time: send beam_size 1 (or -1) with sampling "
-            "options. Received: beam_size=", options["beam_size"]], summarize=16,
-            name="check_sampling_beam_size")]
-
-    def resolve_options(self, options, batch_size):
-        """One value per row: a single value broadcast, negative (or, for sizes, 0) → the
-        default; each width the largest of `beam_sizes` not above the request, each
-        n-best size clipped to `[1, width]`, `replace_unk` > 0 → on; `sampling`: the rows
-        that sample (a sampling option set, or the default samples), with width 1 when
-        their `beam_size` was left unset; a negative `seed` → one drawn at random;
-        `eos_bias` NaN → the default (any other value is a bias: a negative one is
-        legitimate), `block_repeats` > 0 → on."""
-
-        def per_row(name, default, is_default):
-            value = tf.broadcast_to(options[name], [batch_size])
-            return tf.where(is_default(value), tf.cast(default, value.dtype), value)
-
-        default = self.sampling or {"topk": 0, "topp": 1.0, "temperature": 1.0}
-        given = [tf.broadcast_to(options[name] != -1, [batch_size]) for name in SAMPLING_NAMES]
-        sampling = tf.logical_or(tf.reduce_any(tf.stack(given), axis=0),
-                                 self.sampling is not None)
-        beam_size = per_row("beam_size", self.beam_size, lambda v: v < 1)
-        # A row that samples and left its width unset decodes with width 1.
-        unset = tf.broadcast_to(options["beam_size"] < 1, [batch_size])
-        beam_size = tf.where(tf.logical_and(sampling, unset), 1, beam_size)
-        widths = tf.constant(self.beam_sizes, tf.int32)
-        position = tf.reduce_sum(
-            tf.cast(widths[tf.newaxis, :] <= beam_size[:, tf.newaxis], tf.int32), axis=1) - 1
-        beam_size = tf.gather(widths, position)
-        num_hypotheses = per_row("num_hypotheses", self.num_hypotheses, lambda v: v < 1)
-        return {
-            "beam_size": beam_size,
-            "length_penalty": per_row("length_penalty", self.length_penalty, lambda v: v < 0),
-            "num_hypotheses": tf.clip_by_value(num_hypotheses, 1, beam_size),
-            "replace_unk": per_row("replace_unk", int(self.replace_unk), lambda v: v < 0) > 0,
-            "with_alignments": per_row("with_alignments", 0, lambda v: v < 0) > 0,
-            "eos_bias": per_row("eos_bias", self.eos_bias, tf.math.is_nan),
-            "block_repeats": per_row("block_repeats", int(self.block_repeats),
-                                     lambda v: v < 0) > 0,
-            "sampling": sampling,
-            "sampling_topk": per_row("sampling_topk", default["topk"], lambda v: v < 0),
-            "sampling_topp": per_row("sampling_topp", default["topp"], lambda v: v < 0),
-            "sampling_temperature": per_row("sampling_temperature", default["temperature"],
-                                            lambda v: v < 0),
-            # A negative seed: one drawn for the request (every row gets its own from it).
-            "seed": per_row("seed", tf.random.uniform([], 0, tf.int64.max, tf.int64),
-                            lambda v: v < 0),
-        }
+            (total, self.options.max_source_length - 1, limit))], name="check_request_pieces")]
 
     # -- the steps ------------------------------------------------------------
     def encode(self, sources):
         """Raw strings `(B,)` → source ids `(B, S)` with EOS, piece counts `(B,)`, and
         whether pieces were dropped past `max_source_length - 1` `(B,)`."""
         pieces, truncated = tokenize_text(self.source_tokenizer, sources,
-                                          self.max_source_length - 1, self.max_input_bytes)
+                                          self.options.max_source_length - 1,
+                                          self.max_input_bytes)
         with tf.device(_CPU):
             eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sources)[0], 1], EOS_ID))
             source_ids = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)
@@ -385,24 +235,21 @@ class TranslationGraph:
         with tf.device(_CPU):
             return pieces.to_tensor(PAD_ID), tf.cast(pieces.row_lengths(), tf.int32)
 
-    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None, prefix=None,
-               alignments=False):
+    def decode(self, source_ids, num_pieces, cache, options=None, seeds=None, prefix=None):
         """Source ids `(B, S)` → translations `(B, n)` string, scores `(B, n)` and
         alignments `(B, n)` string (`texts`; `""` where not asked for).
 
         Args:
             source_ids, num_pieces: as `encode` returns them (rows of it).
             cache: dict of tensors, the head's `inference_cache()`.
+            options: `None`: every row with the graph's `DecodeOptions`, and only
+                their search in the graph. Or per-row options as `resolve_options`
+                returns them: rows grouped by width, one search per width of
+                `beam_sizes`, columns padded to the widest n-best list (`""`,
+                score `-inf`).
             seeds: uint32 `(B,)`, each row's sampling seed (`row_seeds`); needed
                 when a row samples.
             prefix: `None` or `(ids (B, P), lengths (B,))` (`encode_prefix`).
-            alignments: bool, with `options=None`: also the alignments (per row:
-                the `with_alignments` option).
-            options: `None`: every row with the defaults, and only their search
-                in the graph. Or per-row options as `resolve_options` returns
-                them: rows grouped by width, one search per width of
-                `beam_sizes`, columns padded to the widest n-best list (`""`,
-                score `-inf`).
         """
         if options is None:
             sampling = None
@@ -411,10 +258,9 @@ class TranslationGraph:
                     raise ValueError("This graph samples by default: `decode` needs the "
                                      "rows' `seeds`. Received: seeds=None")
                 sampling = Sampling(seeds=seeds, **self.sampling)
-            return self._translate_rows(
-                self.beam_size, source_ids, num_pieces, cache, self.length_penalty,
-                self.num_hypotheses, self.replace_unk, self.num_hypotheses, sampling, prefix,
-                bool(alignments))
+            values = self.options.as_dict()
+            return self._translate_rows(self.options.beam_size, source_ids, num_pieces, cache,
+                                        values, values["num_hypotheses"], sampling, prefix)
         n_best = options["num_hypotheses"]
         n_out = tf.reduce_max(tf.concat([n_best, [1]], axis=0))
         indices, texts, scores, aligned = [], [], [], []
@@ -422,23 +268,18 @@ class TranslationGraph:
             rows = tf.cast(tf.where(tf.equal(options["beam_size"], width))[:, 0], tf.int32)
 
             def group(width=width, rows=rows):
+                values = {name: tf.gather(value, rows) for name, value in options.items()}
                 sampling = None
                 if width == 1:
                     sampling = Sampling(
-                        seeds=tf.gather(seeds, rows),
-                        topk=tf.gather(options["sampling_topk"], rows),
-                        topp=tf.gather(options["sampling_topp"], rows),
-                        temperature=tf.gather(options["sampling_temperature"], rows),
-                        enabled=tf.gather(options["sampling"], rows))
+                        seeds=tf.gather(seeds, rows), topk=values["sampling_topk"],
+                        topp=values["sampling_topp"],
+                        temperature=values["sampling_temperature"], enabled=values["sampling"])
                 group_prefix = (None if prefix is None else
                                 tuple(tf.gather(part, rows) for part in prefix))
                 return self._translate_rows(
                     width, tf.gather(source_ids, rows), tf.gather(num_pieces, rows), cache,
-                    tf.gather(options["length_penalty"], rows), tf.gather(n_best, rows),
-                    tf.gather(options["replace_unk"], rows), n_out, sampling, group_prefix,
-                    tf.gather(options["with_alignments"], rows),
-                    tf.gather(options["eos_bias"], rows),
-                    tf.gather(options["block_repeats"], rows))
+                    values, n_out, sampling, group_prefix)
 
             group_texts, group_scores, group_alignments = tf.cond(
                 tf.size(rows) > 0, group,
@@ -451,21 +292,22 @@ class TranslationGraph:
         return (tf.dynamic_stitch(indices, texts), tf.dynamic_stitch(indices, scores),
                 tf.dynamic_stitch(indices, aligned))
 
-    def _translate_rows(self, width, source_ids, num_pieces, cache, length_penalty,
-                        num_hypotheses, replace, n_out, sampling=None, prefix=None,
-                        align=False, eos_bias=None, block_repeats=None):
+    def _translate_rows(self, width, source_ids, num_pieces, cache, values, n_out,
+                        sampling=None, prefix=None):
         """Rows decoded with one width → texts, scores and alignments `(b, n_out)`.
 
-        The options are Python values (the same for every row: the search is
-        chosen when traced) or `(b,)` tensors.
+        `values`: `{name: value}` of the options, each a Python value (the same for
+        every row: the search is chosen when traced) or a `(b,)` tensor.
         """
         # Drop padding columns no row needs.
         source_ids = source_ids[:, :tf.reduce_max(num_pieces) + 1]
-        ids, scores = self.search(width, source_ids, num_pieces, cache, length_penalty,
-                                  num_hypotheses, sampling, prefix, eos_bias, block_repeats)
-        texts, aligned = self.texts(ids, source_ids, replace, align)
+        ids, scores = self.search(width, source_ids, num_pieces, cache, values, sampling,
+                                  prefix)
+        texts, aligned = self.texts(ids, source_ids, values["replace_unk"],
+                                    values["with_alignments"])
         # Columns: the row's own n-best size, padded to the widest asked for.
         texts, scores, aligned = texts[:, :n_out], scores[:, :n_out], aligned[:, :n_out]
+        num_hypotheses = values["num_hypotheses"]
         if isinstance(num_hypotheses, int):
             return texts, scores, aligned
         missing = n_out - tf.shape(texts)[1]
@@ -477,32 +319,48 @@ class TranslationGraph:
         return (tf.where(wanted, texts, ""), tf.where(wanted, scores, float("-inf")),
                 tf.where(wanted, aligned, ""))
 
-    def search(self, width, source_ids, num_pieces, cache, length_penalty=0.0,
-               num_hypotheses=1, sampling=None, prefix=None, eos_bias=None,
-               block_repeats=None):
+    def values(self, options=None):
+        """`{name: value}` of the options a search runs with: the graph's
+        (`options=None`), a `DecodeOptions`', or a mapping's over the graph's (a
+        mapping may hold `(b,)` tensors: one value per row)."""
+        if isinstance(options, DecodeOptions):
+            return options.as_dict()
+        return {**self.options.as_dict(), **(options or {})}
+
+    def output_limits(self, num_pieces, options=None):
+        """int32 `(b,)`: each row's output limit, ratio × (pieces + EOS) + offset, 0 for
+        a row without a piece. `options`: as `values`."""
+        values = self.values(options)
+        max_length = max_length_from_source(num_pieces + 1, ratio=values["max_length_ratio"],
+                                            offset=values["max_length_offset"])
+        return tf.where(num_pieces > 0, max_length, 0)
+
+    def search(self, width, source_ids, num_pieces, cache, options=None, sampling=None,
+               prefix=None):
         """Hypotheses of rows decoded with one beam width: ids `(b, n, T)`, scores `(b, n)`.
 
         Greedy (the sum of log-scores) for width 1, else the beam search (the
-        GNMT-normalised score). Each row may output up to ratio × (pieces +
-        EOS) + offset tokens; a row without a piece decodes nothing (`""`,
-        score 0). `length_penalty` and `num_hypotheses`: one Python value, or
-        `(b,)` tensors; n = 1 searches for the best hypothesis only, a larger
-        n for the pool's whole top `width` (the stopping rule waits for it).
+        GNMT-normalised score). Each row may output up to `output_limits` tokens; a
+        row without a piece decodes nothing (`""`, score 0). `options` (as `values`:
+        `None` for the graph's): `length_penalty` and `num_hypotheses` one Python
+        value, or `(b,)` tensors; n = 1 searches for the best hypothesis only, a
+        larger n for the pool's whole top `width` (the stopping rule waits for it).
+        `eos_bias` and `block_repeats` (`tf_outheads.decoding.constraints`): one
+        Python value or `(b,)` tensors; the scores returned are the model's (the bias
+        removed), the n-best order the biased search's. With both off as Python
+        values the step function is not wrapped.
         `sampling` (width 1): a `Sampling` of these rows, or `None`; when its
         `enabled` is a tensor, rows none of which samples run the plain greedy
         search. `prefix`: `None`, or `(ids (b, P), lengths (b,))`, target pieces
         each row's output starts with (`tf_outheads.decoding.prefix`; a row
         with length 0 decodes as without one). A prefix longer than its row's
         output limit fails with an `InvalidArgumentError` naming `target_prefix`.
-        `eos_bias` and `block_repeats` (`tf_outheads.decoding.constraints`): one
-        Python value or `(b,)` tensors, `None` for the graph's defaults; the scores
-        returned are the model's (the bias removed), the n-best order the biased
-        search's. With both off as Python values the step function is not wrapped.
         """
+        values = self.values(options)
+        length_penalty, num_hypotheses = values["length_penalty"], values["num_hypotheses"]
+        eos_bias, block_repeats = values["eos_bias"], values["block_repeats"]
         model = self.model
-        max_length = max_length_from_source(num_pieces + 1, ratio=self.max_length_ratio,
-                                            offset=self.max_length_offset)
-        max_length = tf.where(num_pieces > 0, max_length, 0)
+        max_length = self.output_limits(num_pieces, values)
         model_step_fn = model.make_step_fn(cache)
         # Under XLA the search's loop bound (the largest per-row limit) sizes per-step
         # caches (static shapes); otherwise a model may let them grow step by step.
@@ -513,8 +371,6 @@ class TranslationGraph:
             # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate
             # scores and (b, max_steps) stopping bound.
             length_penalty = length_penalty[:, tf.newaxis]
-        eos_bias = self.eos_bias if eos_bias is None else eos_bias
-        block_repeats = self.block_repeats if block_repeats is None else block_repeats
         # Off as Python values (the Translator's defaults): the model's step function
         # as it is, at no cost.
         constrained = (isinstance(eos_bias, tf.Tensor) or isinstance(block_repeats, tf.Tensor)
@@ -642,16 +498,6 @@ def _alignment_pairs(target_ids, source_ids, weights):
                                  tf.strings.as_string(target_positions)])
         return tf.strings.reduce_join(tf.RaggedTensor.from_tensor(pairs, lengths=lengths),
                                       axis=1, separator=" ")
-
-
-def sampling_refusal(head):
-    """Why a head cannot sample: its decoding scores are not log-probabilities."""
-    scoring = getattr(head, "scoring", None)
-    how = f" (scoring={scoring!r})" if scoring else ""
-    return (f"Sampling needs a distribution over the vocabulary, and this model's head "
-            f"{type(head).__name__}{how} scores pieces with something else: the "
-            "`sampling_*` options are not available with it (a continuous head samples "
-            "from its posterior: scoring='posterior').")
 
 
 def tokenize_text(tokenizer, texts, limit, max_input_bytes=None):

@@ -27,7 +27,9 @@ Signatures (both callable through TF Serving's REST and gRPC APIs):
 - `translate(sources, beam_size, length_penalty, num_hypotheses,
   replace_unk, sampling_topk, sampling_topp, sampling_temperature, seed,
   with_alignments, eos_bias, block_repeats, target_prefix)`:
-  options per request. Every option is a `(None,)` tensor
+  options per request: one input for every `DecodeOptions` field that has a
+  `RequestInput` (`tf_outheads.decoding.options`), in field order, so an option
+  added there is an input here. Every option is a `(None,)` tensor
   holding one value for the whole request or one value per source (so the
   REST row format `{"instances": [{"sources": ..., "beam_size": ...}]}` and
   server-side batching work), and a negative value (`-1`) means "the
@@ -89,14 +91,15 @@ sentence) or 64 sources at the longest a source may be (255 pieces).
 """
 
 import functools
+import inspect
 import json
 import os
 
 import tensorflow as tf
 
 from tf_outheads.data.tokenizer import SubwordTokenizer
-from tf_outheads.decoding.graph import OPTION_NAMES, TranslationGraph
-from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, check_num_hypotheses
+from tf_outheads.decoding.graph import TranslationGraph
+from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, DecodeOptions, decode_options
 from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.export.atomic import check_export_directory, replace_directory
 from tf_outheads.models.seq2seq import inference_model
@@ -149,26 +152,21 @@ class TranslatorModule(tf.Module):
         source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         target_tokenizer: `tf_outheads.data.SubwordTokenizer` (may be the
             same object: a joint model is saved once).
-        beam_size: int. Default beam width; 1 decodes greedily. Defaults to 1.
-        length_penalty: float, finite, in `[0, 10]`. Default GNMT α of the
-            beam search. Defaults to 0.0.
-        num_hypotheses: int. Default n-best size (at most the beam width).
-            Defaults to 1.
-        replace_unk: bool. Default for copying the most-attended source word
-            over `<unk>` (`tf_outheads.decoding.replace_unknown_words`).
-            Defaults to `False`.
+        options: `tf_outheads.decoding.options.DecodeOptions`, the defaults of a
+            request (`serving_default`'s options): beam size, length penalty,
+            n-best size, `<unk>` replacement, sampling, seed, alignments, EOS bias,
+            repeat blocking, the length limits (`max_source_length`: sources keep
+            their first `max_source_length - 1` subword pieces, then EOS, as
+            `Translator`; the `truncated` output says whether pieces were
+            dropped) and `quantize` (the module translates and scores with a
+            quantized copy of `model`, `tf_outheads.models.quantized_copy`, whose
+            int8 weights the SavedModel then holds). `batch_size` is not used: a
+            request is decoded as one batch. `None`: the defaults.
         beam_sizes: tuple of int. The beam widths the graph holds a search
             for (1 is always added, and `beam_size`). A request for another
             width gets the largest of these not above it (the `beam_size`
             output says which). Each width adds one or two searches to the
             graph. Defaults to `(1, 2, 4, 5, 8)`.
-        max_source_length: int. Sources keep their first
-            `max_source_length - 1` subword pieces, then EOS (as `Translator`);
-            the `truncated` output says whether pieces were dropped.
-            Defaults to 256.
-        max_length_ratio: float > 0. Output limit = ratio × source length +
-            offset (source length with EOS, as `Translator`). Defaults to 1.5.
-        max_length_offset: int >= 0. Defaults to 10.
         max_input_bytes: int. Raw inputs are cut to this many bytes before
             tokenization (bounds the work one request can ask for; a
             character cut in two becomes U+FFFD). With the defaults the first
@@ -180,21 +178,15 @@ class TranslatorModule(tf.Module):
         max_request_pieces: int. A request whose sources hold more subword
             pieces in all (each counted after its cut to `max_source_length
             - 1`) is refused before it is decoded. Defaults to 16384.
-        eos_bias: float, finite, in `[-100, 100]`. Default bias added to EOS's
-            score at every step (`tf_outheads.decoding.constraints`, in the
-            head's score unit). Defaults to 0.0.
-        block_repeats: bool. Default for blocking a piece right after itself.
-            Defaults to `False`.
-        quantize: `None` or `"int8"`: the module translates and scores with a
-            quantized copy of `model` (`tf_outheads.models.quantized_copy`), whose
-            int8 weights the SavedModel then holds. Defaults to `None`.
         name: str. Module name. Defaults to `"translator"`.
+        **changes: options by name (`DecodeOptions` fields) over `options`,
+            checked once with them.
 
     Outputs: `translations` `(batch, n)` string, `scores` `(batch, n)`
     float32, `alignments` `(batch, n)` string (with `with_alignments` > 0: one
     `"i-j"` pair per target piece, i the most-attended source piece, as
-    fast_align writes them; `""` otherwise), `beam_size` `(batch,)` int32 (the width each row was decoded
-    with), `truncated` `(batch,)` bool (pieces dropped past
+    fast_align writes them; `""` otherwise), `beam_size` `(batch,)` int32 (the
+    width each row was decoded with), `truncated` `(batch,)` bool (pieces dropped past
     `max_source_length - 1`) and `empty_source` `(batch,)` bool (the source
     has no subword piece, so nothing was decoded for it).
 
@@ -228,30 +220,27 @@ class TranslatorModule(tf.Module):
     Raises:
         ValueError: a default option out of range (named, with the value
             received), e.g. a NaN `length_penalty`.
+        TypeError: a change that names no option.
 
     Example:
 
     ```python
-    module = TranslatorModule(model, source_tokenizer, target_tokenizer, beam_size=4)
+    module = TranslatorModule(model, source_tokenizer, target_tokenizer,
+                              options=DecodeOptions(beam_size=4))
     outputs = module.translate(tf.constant(["En el principio creó Dios los cielos."]))
     outputs["translations"][0, 0].numpy().decode()
     ```
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, beam_size=1,
-                 length_penalty=0.0, num_hypotheses=1, replace_unk=False,
-                 beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
-                 max_length_ratio=1.5, max_length_offset=10, max_input_bytes=MAX_INPUT_BYTES,
+    def __init__(self, model, source_tokenizer, target_tokenizer, options=None,
+                 beam_sizes=DEFAULT_BEAM_SIZES, max_input_bytes=MAX_INPUT_BYTES,
                  max_request_sources=MAX_REQUEST_SOURCES,
-                 max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False,
-                 quantize=None, name="translator"):
+                 max_request_pieces=MAX_REQUEST_PIECES, name="translator", **changes):
         super().__init__(name=name)
+        options = decode_options(options, **changes)
         # int8: the quantized copy's weights (int8 Dense kernels, the head's int8 cache)
         # are what the signatures read, so they are what the SavedModel holds.
-        model = inference_model(model, quantize)
-        self.quantize = quantize
-        beam_size = positive_int("beam_size", beam_size)
-        num_hypotheses = check_num_hypotheses(num_hypotheses, beam_size)
+        model = inference_model(model, options.quantize)
         widths = [positive_int("beam_sizes", width) for width in beam_sizes]
         positive_int("max_input_bytes", max_input_bytes)
         positive_int("max_request_sources", max_request_sources)
@@ -266,35 +255,22 @@ class TranslatorModule(tf.Module):
         # the signatures read (`track_used_variables`), so a training-only part
         # of the model (a ReWE head) never enters it.
         graph = TranslationGraph(
-            model, source_copy, target_copy, beam_size=beam_size,
-            length_penalty=length_penalty, num_hypotheses=num_hypotheses,
-            replace_unk=replace_unk, beam_sizes=[1, *widths],
-            max_source_length=max_source_length, max_length_ratio=max_length_ratio,
-            max_length_offset=max_length_offset, max_input_bytes=max_input_bytes,
-            max_request_sources=max_request_sources, max_request_pieces=max_request_pieces,
-            eos_bias=eos_bias, block_repeats=block_repeats)
+            model, source_copy, target_copy, options, beam_sizes=[1, *widths],
+            max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
+            max_request_pieces=max_request_pieces)
         object.__setattr__(self, "_graph", graph)
         # Forced decoding of given translations (the `score` signature), read as the
         # search reads a source (the same cuts).
         object.__setattr__(self, "_scorer", Scorer(
-            model, source_copy, target_copy, max_source_length=max_source_length,
-            max_target_length=max_source_length, max_input_bytes=max_input_bytes))
-        self.beam_size = beam_size
-        self.length_penalty = graph.length_penalty
-        self.num_hypotheses = num_hypotheses
-        self.replace_unk = graph.replace_unk
-        self.eos_bias = graph.eos_bias
-        self.block_repeats = graph.block_repeats
+            model, source_copy, target_copy, max_source_length=options.max_source_length,
+            max_target_length=options.max_source_length, max_input_bytes=max_input_bytes))
+        object.__setattr__(self, "options", options)
         self.beam_sizes = graph.beam_sizes
-        self.max_source_length = graph.max_source_length
-        self.max_length_ratio = graph.max_length_ratio
-        self.max_length_offset = graph.max_length_offset
         self.max_input_bytes = graph.max_input_bytes
         self.max_request_sources = graph.max_request_sources
         self.max_request_pieces = graph.max_request_pieces
         self.can_replace_unk = graph.can_replace_unk
         self.can_sample = graph.can_sample
-        self.max_step_score = graph.max_step_score
         # Tracked: the SentencePiece resources the graph reads.
         self.source_tokenizer = source_copy
         self.target_tokenizer = target_copy
@@ -305,50 +281,16 @@ class TranslatorModule(tf.Module):
         }
 
         sources = tf.TensorSpec([None], tf.string, name=SOURCES)
-        default_int = tf.constant([-1], tf.int32)
-        default_float = tf.constant([-1.0], tf.float32)
-        # NaN: "not set" for a float whose negative values are real (`eos_bias`).
-        not_set = tf.constant([float("nan")], tf.float32)
-        default_seed = tf.constant([-1], tf.int64)
-        no_prefix = tf.constant([""], tf.string)
-
-        def translate(sources, beam_size=default_int, length_penalty=default_float,
-                      num_hypotheses=default_int, replace_unk=default_int,
-                      sampling_topk=default_int, sampling_topp=default_float,
-                      sampling_temperature=default_float, seed=default_seed,
-                      with_alignments=default_int, eos_bias=not_set,
-                      block_repeats=default_int, target_prefix=no_prefix):
-            options = dict(zip(OPTION_NAMES, (
-                beam_size, length_penalty, num_hypotheses, replace_unk, sampling_topk,
-                sampling_topp, sampling_temperature, seed, with_alignments, eos_bias,
-                block_repeats)))
-            # The head's weight-only tensors, read once per call, never per step.
-            cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
-            return self._graph.translate(sources, cache, options, target_prefix)
+        self.translate = tf.function(self._translate_function(), autograph=False,
+                                     input_signature=self.translate_inputs())
 
         def serve(sources):
-            # The same concrete function as `translate`: traced and saved once.
-            return self.translate(sources, default_int, default_float, default_int,
-                                  default_int, default_int, default_float, default_float,
-                                  default_seed, default_int, not_set, default_int, no_prefix)
+            # The same concrete function as `translate`, its options not set: traced
+            # and saved once.
+            return self.translate(sources)
 
         # No AutoGraph: the graph's code uses tf.while_loop / tf.cond itself, and
         # converting the searches and the model's step costs seconds per trace.
-        self.translate = tf.function(translate, autograph=False, input_signature=[
-            sources,
-            tf.TensorSpec([None], tf.int32, name="beam_size"),
-            tf.TensorSpec([None], tf.float32, name="length_penalty"),
-            tf.TensorSpec([None], tf.int32, name="num_hypotheses"),
-            tf.TensorSpec([None], tf.int32, name="replace_unk"),
-            tf.TensorSpec([None], tf.int32, name="sampling_topk"),
-            tf.TensorSpec([None], tf.float32, name="sampling_topp"),
-            tf.TensorSpec([None], tf.float32, name="sampling_temperature"),
-            tf.TensorSpec([None], tf.int64, name="seed"),
-            tf.TensorSpec([None], tf.int32, name="with_alignments"),
-            tf.TensorSpec([None], tf.float32, name="eos_bias"),
-            tf.TensorSpec([None], tf.int32, name="block_repeats"),
-            tf.TensorSpec([None], tf.string, name=TARGET_PREFIX),
-        ])
         self.serve = tf.function(serve, input_signature=[sources], autograph=False)
 
         def score(sources, targets):
@@ -369,6 +311,39 @@ class TranslatorModule(tf.Module):
 
         self.score = tf.function(score, autograph=False, input_signature=[
             sources, tf.TensorSpec([None], tf.string, name=TARGETS)])
+
+    def translate_inputs(self):
+        """The `translate` signature's inputs: `sources`, one `(None,)` input per
+        option of `DecodeOptions.request_inputs()` (in field order) and
+        `target_prefix`."""
+        return [tf.TensorSpec([None], tf.string, name=SOURCES),
+                *(tf.TensorSpec([None], request.dtype, name=name)
+                  for name, request in self.options.request_inputs()),
+                tf.TensorSpec([None], tf.string, name=TARGET_PREFIX)]
+
+    def _translate_function(self):
+        """The Python function of the `translate` signature: its parameters are the
+        inputs (`translate_inputs`), each option's default `[not_set]` (which the
+        SignatureDef records), `target_prefix`'s `[""]`."""
+        parameter = functools.partial(inspect.Parameter,
+                                      kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        signature = inspect.Signature([
+            parameter(SOURCES),
+            *(parameter(name, default=tf.constant([request.not_set], request.dtype))
+              for name, request in self.options.request_inputs()),
+            parameter(TARGET_PREFIX, default=tf.constant([""], tf.string))])
+
+        def translate(*args, **kwargs):
+            inputs = signature.bind(*args, **kwargs)
+            inputs.apply_defaults()
+            options = dict(inputs.arguments)
+            sources, target_prefix = options.pop(SOURCES), options.pop(TARGET_PREFIX)
+            # The head's weight-only tensors, read once per call, never per step.
+            cache = {key: tf.convert_to_tensor(value) for key, value in self.head_cache.items()}
+            return self._graph.translate(sources, cache, options, target_prefix)
+
+        translate.__signature__ = signature
+        return translate
 
     def signatures(self):
         """`{"serving_default": ..., "translate": ..., "score": ...}` for
@@ -397,41 +372,36 @@ class TranslatorModule(tf.Module):
         return self.used_variables
 
     def config(self):
-        """The export's options, as written to `assets.extra/tf_outheads_export.json`."""
+        """The export's options, as written to `assets.extra/tf_outheads_export.json`:
+        `defaults` holds those a request may set, the others (fixed at export) are
+        top-level keys."""
+        names = [name for name, _ in self.options.request_inputs()]
+        fixed = [name for name in self.options.exported_names() if name not in names]
         return {
             "signatures": {
                 "serving_default": {"inputs": [SOURCES], "outputs": list(OUTPUT_NAMES)},
-                "translate": {"inputs": [SOURCES, *OPTION_NAMES, TARGET_PREFIX],
+                "translate": {"inputs": [SOURCES, *names, TARGET_PREFIX],
                               "outputs": list(OUTPUT_NAMES)},
                 "score": {"inputs": [SOURCES, TARGETS], "outputs": list(SCORE_OUTPUT_NAMES)},
             },
             "scores_are_log_probabilities": self._scorer.log_probabilities,
-            "defaults": {"beam_size": self.beam_size, "length_penalty": self.length_penalty,
-                         "num_hypotheses": self.num_hypotheses,
-                         "replace_unk": self.replace_unk, "eos_bias": self.eos_bias,
-                         "block_repeats": self.block_repeats},
+            "defaults": {name: getattr(self.options, name) for name in names},
             "beam_sizes": list(self.beam_sizes),
             "replace_unk_available": self.can_replace_unk,
             "sampling_available": self.can_sample,
-            "max_source_length": self.max_source_length,
-            "max_length_ratio": self.max_length_ratio,
-            "max_length_offset": self.max_length_offset,
+            **{name: getattr(self.options, name) for name in fixed},
             "max_input_bytes": self.max_input_bytes,
             "max_request_sources": self.max_request_sources,
             "max_request_pieces": self.max_request_pieces,
             "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
-            "quantize": self.quantize,
         }
 
 
-def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size=1,
-                      length_penalty=0.0, num_hypotheses=1, replace_unk=False,
-                      beam_sizes=DEFAULT_BEAM_SIZES, max_source_length=MAX_SOURCE_LENGTH,
-                      max_length_ratio=1.5, max_length_offset=10,
-                      max_input_bytes=MAX_INPUT_BYTES, max_request_sources=MAX_REQUEST_SOURCES,
-                      max_request_pieces=MAX_REQUEST_PIECES, eos_bias=0.0, block_repeats=False,
-                      quantize=None):
+def export_translator(model, source_tokenizer, target_tokenizer, path, options=None,
+                      beam_sizes=DEFAULT_BEAM_SIZES, max_input_bytes=MAX_INPUT_BYTES,
+                      max_request_sources=MAX_REQUEST_SOURCES,
+                      max_request_pieces=MAX_REQUEST_PIECES, **changes):
     """Write a SavedModel that translates raw strings (see `TranslatorModule`).
 
     Signatures `serving_default(sources)` and `translate(sources, beam_size,
@@ -461,14 +431,15 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
         path: str or path-like. Directory to write (for TF Serving, a
             numbered version directory: `models/translator/1`): absent, empty,
             or an older export, which is replaced.
-        beam_size, length_penalty, num_hypotheses, replace_unk, beam_sizes,
-        max_source_length, max_length_ratio, max_length_offset,
-        max_input_bytes, max_request_sources, max_request_pieces, eos_bias,
-        block_repeats: see `TranslatorModule`; the defaults of the `translate`
-            signature's options and of `serving_default`.
-        quantize: `None` or `"int8"`: export a quantized copy of the model (int8
-            Dense kernels and output layer in the SavedModel; `model` is left
-            float). Every signature stays. Defaults to `None`.
+        options: `tf_outheads.decoding.options.DecodeOptions`: the defaults of the
+            `translate` signature's options and of `serving_default`, the length
+            limits and `quantize` (`"int8"`: export a quantized copy of the model,
+            int8 Dense kernels and output layer in the SavedModel; `model` is left
+            float). `None`: the defaults.
+        beam_sizes, max_input_bytes, max_request_sources, max_request_pieces: see
+            `TranslatorModule`.
+        **changes: options by name over `options` (`export_translator(...,
+            beam_size=5)`), checked once with them.
 
     Returns:
         str, `path`.
@@ -476,6 +447,7 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
     Raises:
         ValueError: an option out of range, named with the value received
             (as `TranslatorModule`), before anything is written.
+        TypeError: a change that names no option.
         FileExistsError: `path` is not a directory, or a non-empty directory
             that is not an export (no `saved_model.pb`), or an export holding
             files an export does not write: it would not be overwritten
@@ -492,13 +464,9 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, beam_size
     path = os.fspath(path)
     check_export_directory(path)  # before the module's seconds of work
     module = TranslatorModule(
-        model, source_tokenizer, target_tokenizer, beam_size=beam_size,
-        length_penalty=length_penalty, num_hypotheses=num_hypotheses, replace_unk=replace_unk,
-        beam_sizes=beam_sizes, max_source_length=max_source_length,
-        max_length_ratio=max_length_ratio, max_length_offset=max_length_offset,
+        model, source_tokenizer, target_tokenizer, options, beam_sizes=beam_sizes,
         max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
-        max_request_pieces=max_request_pieces, eos_bias=eos_bias, block_repeats=block_repeats,
-        quantize=quantize)
+        max_request_pieces=max_request_pieces, **changes)
 
     def write(directory):
         tf.saved_model.save(module, directory, signatures=module.signatures())
@@ -516,10 +484,10 @@ def write_config(directory, config):
 
 
 def export_options(decode_config):
-    """`export_translator` keywords from a preset's `decode` section (others ignored)."""
-    names = ("beam_size", "length_penalty", "replace_unk", "max_length_ratio",
-             "max_length_offset", "max_source_length", "eos_bias", "block_repeats")
-    return {name: decode_config[name] for name in names if name in decode_config}
+    """`export_translator` keywords from a preset's `decode` section: its decoding
+    options that an export uses (`DecodeOptions.exported_names()`; others ignored)."""
+    return {name: decode_config[name] for name in DecodeOptions.exported_names()
+            if name in decode_config}
 
 
 __all__ = ["TranslatorModule", "export_options", "export_translator"]

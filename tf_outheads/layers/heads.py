@@ -116,7 +116,7 @@ class CategoricalHead(keras.layers.Layer):
     def piece_variables(self):
         """``[(variable, axis, role)]``: this head's own variables indexed by target piece
         along ``axis`` (``role`` ``"rows"`` or ``"output_bias"``), which a vocabulary
-        update moves row by row (`tf_outheads.models.vocabulary`). Tables the head
+        update moves row by row (`tf_outheads.models.weight_transfer`). Tables the head
         reads from elsewhere (a tied embedding) belong to their own layer."""
         bias = self.output_bias
         return [] if bias is None else [(bias, 0, "output_bias")]

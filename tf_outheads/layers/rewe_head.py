@@ -11,7 +11,7 @@ the model ignores e_j: decoding, export and the inference parameter count are
 those of the plain model. :class:`ReWEHead` is that network; it also owns
 where the gold vectors e(y) come from (`target_vectors()`).
 
-A model that has a ReWE head (`tf_outheads_zoo.LSTMSeq2Seq(rewe=...)`) lists it
+A model that has a ReWE head (`Seq2SeqModel.build_heads(head, rewe)`) lists it
 in `auxiliary_heads()` as `"rewe"`; its objective (`tf_outheads.losses.objective`)
 runs it on the decoder outputs of training and evaluation steps, for the ReWE
 loss, and the model returns only the logits otherwise.

@@ -234,7 +234,7 @@ class SharedPrivateEmbedding(keras.layers.Layer):
                 keep their values.
 
         A vocabulary update writes the parent's rows of the pieces it keeps
-        (`tf_outheads.models.vocabulary.transfer_weights`).
+        (`tf_outheads.models.weight_transfer.transfer_weights`).
         """
         if not self.built:
             self.build()
@@ -376,9 +376,8 @@ def shared_private_argument(spec, source_vocabulary_size, target_vocabulary_size
     elif isinstance(spec, dict):
         if spec.get("pairs") in ("auto", "identity"):
             raise ValueError(
-                f"`shared_private.pairs = {spec['pairs']!r}` is a zoo preset setting that "
-                "tf_outheads_zoo.train resolves with the run's corpus and tokenizers "
-                "(tf_outheads_zoo.shared_private.resolve_pairs); a model needs the pairs themselves: "
+                f"`shared_private.pairs = {spec['pairs']!r}` names pairs still to be built "
+                "from a corpus and its tokenizers; a model needs the pairs themselves: "
                 "tf_outheads.data.build_word_pairs(...) or WordPairs.identity(V).")
         unknown = set(spec) - {"pairs", "sharing_ratios"}
         if unknown or "pairs" not in spec:

@@ -19,10 +19,10 @@ from tf_outheads.api_export import export
 from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import sequence_cross_entropy_per_token
-from tf_outheads.ops import sampling
+from tf_outheads.ops import candidate_sampling
 from tf_outheads.registry import register_loss
 
-MODES = ("batch",) + sampling.SAMPLERS
+MODES = ("batch",) + candidate_sampling.SAMPLERS
 # Large negative instead of −inf: masked candidates, finite in float32 and XLA.
 _MASKED_LOGIT = -1e9
 
@@ -64,7 +64,7 @@ def sampled_softmax_per_token(head, hidden, y_true, seed, mode="batch", fraction
         hidden: float tensor `(…, d_h)`, the decoder outputs the head consumes.
         y_true: int tensor `(…)`, gold ids.
         seed: int tensor `(2,)`, stateless seed of this step
-            (`tf_outheads.ops.sampling.step_seed`).
+            (`tf_outheads.ops.candidate_sampling.step_seed`).
         mode: `"batch"` (Pappas et al. 2018: all targets of the batch + uniform
             negatives, no correction) or a sampler of the standard estimator:
             `"uniform"`, `"log_uniform"`, `"unigram"`.
@@ -76,7 +76,7 @@ def sampled_softmax_per_token(head, hidden, y_true, seed, mode="batch", fraction
         unigram_counts: `(V,)` counts for `"unigram"`.
         distortion: float, exponent of the unigram proposal. Defaults to `1.0`.
         static_size: bool, batch mode: a shape-only set size, for XLA (see
-            `tf_outheads.ops.sampling.batch_candidates`).
+            `tf_outheads.ops.candidate_sampling.batch_candidates`).
 
     Returns:
         float32 tensor with the shape of `y_true`.
@@ -92,23 +92,25 @@ def sampled_softmax_per_token(head, hidden, y_true, seed, mode="batch", fraction
     vocabulary_size = int(head.vocabulary_size)
     y_true = ops.cast(y_true, "int32")
     if mode == "batch":
-        num_candidates = sampling.num_candidates_for(fraction, vocabulary_size)
-        candidate_ids, labels = sampling.batch_candidates(
+        num_candidates = candidate_sampling.num_candidates_for(fraction, vocabulary_size)
+        candidate_ids, labels = candidate_sampling.batch_candidates(
             y_true, vocabulary_size, num_candidates, seed, static_size=static_size)
         logits = head.logits_for(hidden, candidate_ids)  # (…, K)
         return sequence_cross_entropy_per_token(labels, logits, label_smoothing)
 
     if num_sampled is None:
-        num_sampled = sampling.num_candidates_for(fraction, vocabulary_size)
-    sampling._check_sampler(mode, vocabulary_size, unigram_counts)
+        num_sampled = candidate_sampling.num_candidates_for(fraction, vocabulary_size)
+    candidate_sampling._check_sampler(mode, vocabulary_size, unigram_counts)
     table = None
     if mode == "unigram":
-        table = sampling.unigram_log_probabilities(unigram_counts, distortion)
-    sampled_ids = sampling.sample_candidates(mode, num_sampled, vocabulary_size, seed, table)
+        table = candidate_sampling.unigram_log_probabilities(unigram_counts, distortion)
+    sampled_ids = candidate_sampling.sample_candidates(mode, num_sampled, vocabulary_size, seed,
+                                                       table)
     true_logits = head.logits_for(hidden, y_true[..., None])[..., 0]  # (…)
-    true_logits -= sampling.log_expected_count(mode, y_true, num_sampled, vocabulary_size, table)
+    true_logits -= candidate_sampling.log_expected_count(mode, y_true, num_sampled,
+                                                         vocabulary_size, table)
     sampled_logits = head.logits_for(hidden, sampled_ids)  # (…, S)
-    sampled_logits -= sampling.log_expected_count(
+    sampled_logits -= candidate_sampling.log_expected_count(
         mode, sampled_ids, num_sampled, vocabulary_size, table)
     # Accidental hits: a draw of the gold word is not a negative for that position.
     hits = ops.equal(y_true[..., None], sampled_ids)
@@ -150,7 +152,7 @@ def sampled_softmax_loss(head, hidden, y_true, seed, mode="batch", fraction=None
 class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
     """Keras loss for sampled-softmax training of a seq2seq model's head.
 
-    Compile a zoo model with it and `fit` as usual: in training it reads the
+    Compile a `Seq2SeqModel` with it and `fit` as usual: in training it reads the
     decoder outputs and the head (`token_losses`, the protocol of
     `tf_outheads.losses.objective`), and only the candidate words are scored;
     in evaluation it is the full masked cross-entropy of the head's logits (same
@@ -200,8 +202,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
     Example:
     ```python
     from tf_outheads import SampledSoftmaxLoss, compile_for_translation
-    from tf_outheads_zoo import LSTMSeq2Seq
-    model = LSTMSeq2Seq(8000, 32000, head={"class_name": "joint", "config": {}})
+    model = ...  # a `tf_outheads.models.Seq2SeqModel` with head="joint", say
     compile_for_translation(model, loss=SampledSoftmaxLoss(fraction=0.05))
     ```
 
@@ -225,7 +226,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
             fraction = 0.25
         _check_mode_arguments(mode, fraction, num_sampled, label_smoothing)
         if fraction is not None:
-            sampling.num_candidates_for(fraction, 2)  # validates the range
+            candidate_sampling.num_candidates_for(fraction, 2)  # validates the range
         if unigram_counts is not None:
             unigram_counts = [float(c) for c in unigram_counts]
             if any(c < 0 for c in unigram_counts):
@@ -265,7 +266,7 @@ class SampledSoftmaxLoss(MaskedSequenceCrossEntropy):
         context = tf.distribute.get_replica_context()
         if context is not None:
             replica = context.replica_id_in_sync_group
-        seed = sampling.step_seed(self.seed, outputs.step, replica)
+        seed = candidate_sampling.step_seed(self.seed, outputs.step, replica)
         return sampled_softmax_per_token(
             head, outputs.hidden, ops.cast(y_true, "int32"), seed,
             static_size=outputs.static_size, **self._per_token_kwargs())

@@ -1,7 +1,7 @@
 """The contracts that let every head plug into every model, decoder and export path.
 
 `typing.Protocol`s, checked by `tests/conformance/` for every registered head and
-every zoo model, so that a new head or model is held to the same checks
+every registered model, so that a new head or model is held to the same checks
 (docs/architecture.md, "The output-head contract" and "Decoding").
 """
 

@@ -1,7 +1,7 @@
-"""`Seq2SeqModel`: what every encoder–decoder of the zoo shares, whatever its backbone.
+"""`Seq2SeqModel`: what every encoder–decoder shares, whatever its backbone.
 
-A subclass (`tf_outheads_zoo.LSTMSeq2Seq`, `tf_outheads_zoo.TransformerSeq2Seq`) brings its encoder and
-decoder and keeps only what differs between backbones:
+A subclass (an attentional LSTM, a Transformer) brings its encoder and decoder and keeps
+only what differs between backbones:
 
 - `hidden_size`: the size of the decoder outputs `h` the heads read;
 - `build_network()`: build its embeddings, encoder and decoder (every shape is

@@ -3,7 +3,7 @@
 The Bessel / von Mises–Fisher functions, the fused attentional LSTM decoder
 (`attentional_lstm`) and the whole-sequence LSTM layer (`sequence_lstm`, cuDNN
 where it can run) are exported here; the candidate sampling of sampled softmax
-is used as a module, `tf_outheads.ops.sampling`.
+is used as a module, `tf_outheads.ops.candidate_sampling`.
 """
 
 from tf_outheads.ops.bessel import bessel_iv_ratio

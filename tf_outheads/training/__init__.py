@@ -10,7 +10,6 @@ from tf_outheads.training.callbacks import TimeLimit
 from tf_outheads.training.callbacks import stopped_by
 from tf_outheads.training.translation import compile_for_translation
 from tf_outheads.training.translation import translation_callbacks
-from tf_outheads.training.objective import HeadLossMixin
 from tf_outheads.training.optimizers import LazyAdam
 from tf_outheads.training.schedules import InverseSquareRootSchedule
 from tf_outheads.training.strategy import make_strategy
@@ -21,7 +20,7 @@ from tf_outheads.training.trainer import Trainer
 from tf_outheads.training.trainer import TrainingPreempted
 from tf_outheads.training.trainer import fit
 
-__all__ = ["BackupManager", "BleuCallback", "CheckpointError", "EpochHistory", "HeadLossMixin",
+__all__ = ["BackupManager", "BleuCallback", "CheckpointError", "EpochHistory",
            "InverseSquareRootSchedule", "LazyAdam", "NonFiniteLossError", "StepLimit", "TimeLimit",
            "Trainer", "TrainingPreempted", "average_checkpoints", "compile_for_translation", "fit", "make_strategy",
            "set_precision", "split_cpu", "stopped_by", "translation_callbacks"]

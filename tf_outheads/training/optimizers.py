@@ -41,8 +41,7 @@ class LazyAdam(keras.optimizers.Adam):
     Example:
     ```python
     from tf_outheads import LazyAdam, SampledSoftmaxLoss, compile_for_translation
-    from tf_outheads_zoo import LSTMSeq2Seq
-    model = LSTMSeq2Seq(8000, 32000, head="tied")
+    model = ...  # a `tf_outheads.models.Seq2SeqModel` with head="tied", say
     compile_for_translation(model, optimizer=LazyAdam(1e-3, clipnorm=5.0),
                             loss=SampledSoftmaxLoss(fraction=0.05))
     ```

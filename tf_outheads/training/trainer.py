@@ -50,16 +50,16 @@ What one step does:
 With deterministic ops (`tf.config.experimental.enable_op_determinism()`)
 an interrupted and resumed run ends with the same weights as an
 uninterrupted one.
+
+Steps 1–4 run in TensorFlow graphs (:mod:`tf_outheads.training.step`); this
+module is the host loop around them: epochs, callbacks, backups, signals.
 """
 
-import contextlib
-import functools
 import math
 import os
 import re
 import shutil
 import signal
-import threading
 import time
 import uuid
 import warnings
@@ -68,8 +68,18 @@ import keras
 import tensorflow as tf
 
 from tf_outheads.compat import symbolic_build
-from tf_outheads.losses.objective import count_target_tokens
 from tf_outheads.training.backup import BackupManager, CheckpointError, variables_signature
+from tf_outheads.training.callback_protocol import ProgbarLogger
+from tf_outheads.training.callback_protocol import protected_steps
+from tf_outheads.training.callback_protocol import stateful_callbacks
+from tf_outheads.training.step import StepFunctions
+# In `__all__`: imported here too, where users have always found it.
+from tf_outheads.training.step import batch_fingerprint
+from tf_outheads.training.step import gradients_summed_by_caller
+from tf_outheads.training.step import unpack_batch
+from tf_outheads.training.stopping import SignalFlag
+from tf_outheads.training.stopping import TrainingPreempted
+from tf_outheads.training.stopping import agree_to_stop
 from tf_outheads.training.strategy import is_chief, num_workers, worker_index
 from tf_outheads.validation import positive_int
 
@@ -83,184 +93,29 @@ class NonFiniteLossError(FloatingPointError):
     update was not applied."""
 
 
-class TrainingPreempted(Exception):
-    """The process got SIGTERM (a scheduler's preemption, `kill`) or SIGINT (Ctrl-C):
-    training stopped at a step boundary after writing a backup, from which the same call
-    resumes.
+class _FitCall:
+    """What one `Trainer.fit` call carries from step to step, and writes to its backups.
 
     Attributes:
-        step: int, the last step trained (the backup's).
-        backup: str or `None`, the backup written.
-        signal: `signal.Signals`, the signal received (`SIGTERM` when another worker
-            of a multi-worker job got it).
+        iterator: the dataset's iterator (endless), and `checkpoint`, which saves it
+            with the variables; `signature`, the variables' (`variables_signature`).
+        callbacks: the callbacks (with the progress bar), `callback_list` their
+            `keras.callbacks.CallbackList`, `stateful` those that keep a state.
+        step: int. Steps since the first start, resumes included.
+        loss_sum, token_sum: float. Σ loss × tokens and Σ tokens of the epoch's
+            applied steps so far (its running per-token mean).
+        logs: dict. The last step's batch logs.
+        backed_up: int or `None`. The step of the last backup this call wrote.
     """
 
-    def __init__(self, step, backup, signum=signal.SIGTERM):
-        self.step, self.backup = int(step), backup
-        self.signal = signal.Signals(signum)
-        super().__init__(
-            ("interrupted by Ctrl-C (SIGINT)" if self.signal == signal.SIGINT
-             else f"stopped by {self.signal.name}") + f" after step {self.step}; "
-            + (f"backup {backup} written: " if backup else "")
-            + "the same command resumes from it")
-
-
-class _SignalFlag:
-    """While active, SIGTERM and SIGINT set `received` (the first one's number) instead
-    of ending the process (main thread only: Python runs signal handlers there); the
-    previous handlers come back after. A second SIGINT goes to the previous handler at
-    once (Python's: `KeyboardInterrupt`), as a second Ctrl-C should; an ignored SIGINT
-    (a process started in the background) stays ignored."""
-
-    def __init__(self, enabled):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.received = None
-        self._previous = {}
-
-    def __enter__(self):
-        if self.enabled:
-            self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handle)
-            if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, None):
-                self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        del frame
-        self.received = self.received or signum
-        if signum == signal.SIGINT:  # the next Ctrl-C interrupts at once
-            signal.signal(signum, self._previous[signum])
-
-    def __exit__(self, *exc_info):
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-        return False
-
-
-def _stateful_callbacks(callbacks):
-    """`{key: callback}` of the callbacks with `get_state`/`set_state`; the key is the
-    class name, numbered from the second of a class on (`BleuCallback`, `BleuCallback-2`)."""
-    found, counts = {}, {}
-    for callback in callbacks:
-        if callable(getattr(callback, "get_state", None)) and callable(
-                getattr(callback, "set_state", None)):
-            name = type(callback).__name__
-            counts[name] = counts.get(name, 0) + 1
-            found[name if counts[name] == 1 else f"{name}-{counts[name]}"] = callback
-    return found
-
-
-def _protected_steps(callbacks):
-    """Steps whose backups some callback still needs (`protected_steps()`)."""
-    steps = set()
-    for callback in callbacks:
-        method = getattr(callback, "protected_steps", None)
-        if callable(method):
-            steps.update(int(s) for s in method() if s is not None)
-    return sorted(steps)
-
-
-def _training_outputs(model):
-    """A seq2seq model returns what its losses read (`Seq2SeqModel.training_outputs`);
-    any other Keras model its outputs."""
-    outputs = getattr(model, "training_outputs", None)
-    return outputs() if callable(outputs) else contextlib.nullcontext()
-
-
-def _unpack(batch):
-    """`(features, labels, sample_weight)` (Keras' unpacking), labels required."""
-    features, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
-    if labels is None:
-        raise ValueError("Training batches must be (features, labels) or (features, labels, "
-                         f"sample_weight). Received: a {type(batch).__name__} without labels")
-    return features, labels, sample_weight
-
-
-def batch_fingerprint(batch):
-    """An int64 that identifies a batch's contents (its source and target ids).
-
-    Logged for every step (`data_fingerprint`), so the data order of a resumed
-    run can be checked against an uninterrupted one.
-    """
-    total = tf.constant(0, tf.int64)
-    for tensor in tf.nest.flatten(batch):
-        if tensor.dtype.is_integer:
-            flat = tf.reshape(tf.cast(tensor, tf.int64), [-1])
-            weights = tf.range(1, tf.size(flat, tf.int64) + 1, dtype=tf.int64) % 65521 + 1
-            total = (total * 31 + tf.reduce_sum(flat * weights)) % 2147483647
-    return total
-
-
-def _add_gradients(total, gradient):
-    if total is None or gradient is None:
-        return gradient if total is None else total
-    if isinstance(total, tf.IndexedSlices) and isinstance(gradient, tf.IndexedSlices):
-        # Sparse (sampled-softmax) gradients stay sparse: rows concatenated.
-        return tf.IndexedSlices(tf.concat([total.values, gradient.values], 0),
-                                tf.concat([total.indices, gradient.indices], 0),
-                                total.dense_shape)
-    return tf.convert_to_tensor(total) + tf.convert_to_tensor(gradient)
-
-
-def _scale_gradient(gradient, factor):
-    if gradient is None:
-        return None
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.IndexedSlices(gradient.values * tf.cast(factor, gradient.values.dtype),
-                                gradient.indices, gradient.dense_shape)
-    return gradient * tf.cast(factor, gradient.dtype)
-
-
-@contextlib.contextmanager
-def _gradients_summed_by_caller(optimizer):
-    """Keras' optimizer all-reduces gradients after clipping them; the trainer
-    sums them first, so the optimizer must not sum them again.
-
-    Replaces (on this instance, while tracing) `_all_reduce_sum_gradients` —
-    the one step of Keras' TensorFlow optimizer that sums over replicas — by
-    the identity. Keras is pinned below 3.16, where this method exists.
-    """
-    optimizers = [optimizer]
-    inner = getattr(optimizer, "inner_optimizer", None)
-    if inner is not None:
-        optimizers.append(inner)
-    for each in optimizers:
-        if not hasattr(each, "_all_reduce_sum_gradients"):
-            raise RuntimeError(f"{type(each).__name__} has no _all_reduce_sum_gradients: this "
-                               "Keras version is not supported by tf_outheads.training.fit")
-        each._all_reduce_sum_gradients = list
-    try:
-        yield
-    finally:
-        for each in optimizers:
-            del each._all_reduce_sum_gradients
-
-
-class _ProgbarLogger(keras.callbacks.ProgbarLogger):
-    """Keras' progress bar, without the per-step bookkeeping of the batch logs.
-
-    When callbacks set a budget (`budget_text()`: `StepLimit`, `TimeLimit`),
-    each epoch's line shows it ("Epoch 3 · step 600 of 1500 · 4.2 of 10 min")
-    instead of Keras' "Epoch 3/100", which a step or time budget ends first.
-    """
-
-    BOOKKEEPING = ("step", "step_loss", "tokens", "data_fingerprint")
-
-    def __init__(self, budgets=()):
-        super().__init__()
-        self.budgets = list(budgets)
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if not self.budgets:
-            return super().on_epoch_begin(epoch, logs)
-        self._reset_progbar()
-        self._maybe_init_progbar()
-        if self.verbose:
-            texts = [b.budget_text() for b in self.budgets]
-            print(" · ".join([f"Epoch {epoch + 1}"] + [t for t in texts if t]), flush=True)
-
-    def on_train_batch_end(self, batch, logs=None):
-        super().on_train_batch_end(
-            batch, {k: v for k, v in (logs or {}).items() if k not in self.BOOKKEEPING})
+    def __init__(self, iterator, checkpoint, signature, callbacks, callback_list, step):
+        self.iterator, self.checkpoint, self.signature = iterator, checkpoint, signature
+        self.callbacks, self.callback_list = callbacks, callback_list
+        self.stateful = stateful_callbacks(callbacks)
+        self.step = step
+        self.loss_sum, self.token_sum = 0.0, 0.0
+        self.logs = {}
+        self.backed_up = None
 
 
 class Trainer:
@@ -346,194 +201,20 @@ class Trainer:
         self._train_function = None
         self._evaluate_function = None
 
-    # Replica functions ------------------------------------------------------
-
-    def _distribute(self, batch, per_worker=False):
-        """One slice of sentences of the global `batch` per replica (with `per_worker`:
-        of this worker's batch per local replica).
-
-        A batch with fewer sentences than replicas (one long sentence alone in
-        its length bucket, the last dev batch) is first completed with copies
-        of its first sentence whose labels are all padding: they hold no
-        target token, so they add nothing to the loss or the gradients, and no
-        replica gets an empty slice.
-        """
-        replicas = self.strategy.num_replicas_in_sync
-        if per_worker:
-            replicas //= num_workers(self.strategy)
-        if replicas == 1:  # one replica takes the batch (per worker: its own worker's)
-            return batch
-        features, labels, sample_weight = _unpack(batch)
-        size = tf.shape(tf.nest.flatten(labels)[0])[0]
-
-        def completed():
-            missing = replicas - size
-
-            def complete(tensor, blank=False):
-                extra = tf.repeat(tensor[:1], missing, axis=0)
-                return tf.concat([tensor, tf.zeros_like(extra) if blank else extra], axis=0)
-
-            blank = functools.partial(complete, blank=True)
-            return (tf.nest.map_structure(complete, features),
-                    tf.nest.map_structure(blank, labels),
-                    None if sample_weight is None else tf.nest.map_structure(blank, sample_weight))
-
-        # The copy is made only for such a batch, not at every step.
-        features, labels, sample_weight = tf.cond(
-            size < replicas, completed, lambda: (features, labels, sample_weight))
-        batch = (features, labels) if sample_weight is None else (features, labels,
-                                                                  sample_weight)
-        size = tf.maximum(size, replicas)
-
-        def replica_slice(context):
-            # Replica ids run worker by worker: a worker's own are consecutive.
-            index = context.replica_id_in_sync_group % replicas
-            start, end = index * size // replicas, (index + 1) * size // replicas
-            return tf.nest.map_structure(lambda tensor: tensor[start:end], batch)
-
-        return self.strategy.experimental_distribute_values_from_function(replica_slice)
-
-    def _forward_backward(self, batch):
-        model = self.model
-        features, labels, sample_weight = _unpack(batch)
-        with tf.GradientTape() as tape, _training_outputs(model):
-            predictions = model(features, training=True)
-            loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
-                                      sample_weight=sample_weight, training=True)
-            scaled = model.optimizer.scale_loss(loss)
-        gradients = tape.gradient(scaled, model.trainable_variables)
-        return gradients, tf.cast(loss, tf.float32), count_target_tokens(labels)
-
-    def _apply(self, gradients, window_tokens):
-        model = self.model
-        present = [index for index, gradient in enumerate(gradients) if gradient is not None]
-        if self.strategy.num_replicas_in_sync > 1 and present:
-            summed = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, [gradients[index] for index in present])
-            gradients = list(gradients)
-            for index, gradient in zip(present, summed):
-                gradients[index] = gradient
-        self._update(gradients, window_tokens)
-
-    def _update(self, gradients, window_tokens):
-        """The optimizer update of the summed gradients (clipping included)."""
-        if self.accumulation_steps > 1:
-            gradients = [_scale_gradient(g, 1.0 / tf.maximum(window_tokens, 1.0))
-                         for g in gradients]
-        self.model.optimizer.apply(gradients, self.model.trainable_variables)
-
-    def _replica_functions(self):
-        """`(forward_backward, apply)` as each replica runs them: XLA-compiled with
-        `jit_compile` (the update only with one replica: Keras' optimizer merges
-        across replicas, which XLA cannot hold)."""
-        if not self.jit_compile:
-            return self._forward_backward, self._apply
-        forward_backward = tf.function(self._forward_backward, jit_compile=True,
-                                       reduce_retracing=True)
-        if self.strategy.num_replicas_in_sync > 1:
-            return forward_backward, self._apply
-        return forward_backward, tf.function(self._update, jit_compile=True,
-                                             reduce_retracing=True)
-
-    def _make_train_function(self):
-        """`train(iterator, n)`: up to `n` optimizer steps in one call; returns the
-        number run, and each step's loss, target tokens, applied flag and batch
-        fingerprint. With `nonfinite="raise"` it stops after a non-finite step."""
-        strategy = self.strategy
-        steps = self.accumulation_steps
-        forward_backward, apply_gradients = self._replica_functions()
-
-        def one_step(iterator):
-            gradients, loss, window_tokens = None, 0.0, 0.0
-            fingerprint = tf.constant(0, tf.int64)
-            for _ in range(steps):
-                batch = next(iterator)
-                fingerprint = (fingerprint * 31 + batch_fingerprint(batch)) % 2147483647
-                shards = self._distribute(batch, per_worker=self.per_worker_data)
-                step_gradients, step_loss, tokens = strategy.run(forward_backward,
-                                                                 args=(shards,))
-                global_loss = strategy.reduce(tf.distribute.ReduceOp.SUM, step_loss, axis=None)
-                global_tokens = strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None)
-                if steps > 1:
-                    # Weight each micro-batch by its tokens (divided by the
-                    # window's total in `_update`): a per-token mean over the window.
-                    step_gradients = strategy.run(
-                        lambda g, n: [_scale_gradient(x, n) for x in g],
-                        args=(step_gradients, global_tokens))
-                if gradients is None:
-                    gradients = step_gradients
-                else:
-                    gradients = strategy.run(
-                        lambda a, b: [_add_gradients(x, y) for x, y in zip(a, b)],
-                        args=(gradients, step_gradients))
-                loss += global_loss * global_tokens
-                window_tokens += global_tokens
-            loss = tf.math.divide_no_nan(loss, window_tokens)
-            finite = tf.math.is_finite(loss)
-            if self.max_loss is not None:  # diverged: as a non-finite loss
-                finite = tf.logical_and(finite, loss <= self.max_loss)
-
-            def apply():
-                strategy.run(apply_gradients, args=(gradients, window_tokens))
-                return tf.constant(True)
-
-            applied = tf.cond(finite, apply, lambda: tf.constant(False))
-            return loss, window_tokens, applied, fingerprint
-
-        if self.steps_per_execution == 1:
-            def train_function(iterator, n):
-                del n  # always one step: no loop in the graph
-                return tuple([tf.constant(1)] + [tf.expand_dims(x, 0) for x in one_step(iterator)])
-
-            return tf.function(train_function)
-
-        keep_going_after_nan = self.nonfinite == "skip"
-
-        def train_function(iterator, n):
-            arrays = tuple(tf.TensorArray(dtype, size=n) for dtype in
-                           (tf.float32, tf.float32, tf.bool, tf.int64))
-
-            def body(i, _, arrays):
-                values = one_step(iterator)
-                arrays = tuple(array.write(i, value) for array, value in zip(arrays, values))
-                return i + 1, tf.logical_or(values[2], keep_going_after_nan), arrays
-
-            count, _, arrays = tf.while_loop(
-                lambda i, go, _: tf.logical_and(i < n, go), body,
-                (tf.constant(0), tf.constant(True), arrays),
-                maximum_iterations=n)
-            return (count,) + tuple(array.gather(tf.range(count)) for array in arrays)
-
-        return tf.function(train_function)
-
-    def _make_evaluate_function(self, element_spec):
-        strategy = self.strategy
-        model = self.model
-
-        def replica_evaluate(batch):
-            features, labels, sample_weight = _unpack(batch)
-            with _training_outputs(model):
-                predictions = model(features, training=False)
-                loss = model.compute_loss(x=features, y=labels, y_pred=predictions,
-                                          sample_weight=sample_weight, training=False)
-            tokens = count_target_tokens(labels)
-            # Keras divides each replica's mean by the replica count.
-            loss = tf.cast(loss, tf.float32) * float(strategy.num_replicas_in_sync)
-            return loss * tokens, tokens
-
-        def evaluate_function(batch):
-            total, tokens = strategy.run(replica_evaluate, args=(self._distribute(batch),))
-            return (strategy.reduce(tf.distribute.ReduceOp.SUM, total, axis=None),
-                    strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None))
-
-        return tf.function(evaluate_function, input_signature=[element_spec])
+    def _step_functions(self):
+        """The graphs of this trainer's steps (`tf_outheads.training.step`)."""
+        return StepFunctions(self.model, self.strategy,
+                             accumulation_steps=self.accumulation_steps,
+                             per_worker_data=self.per_worker_data,
+                             jit_compile=self.jit_compile, max_loss=self.max_loss)
 
     # Host loop --------------------------------------------------------------
 
     def evaluate(self, dataset):
         """Per-token loss of the compiled loss over a finite `dataset` (global mean)."""
         if self._evaluate_function is None:
-            self._evaluate_function = self._make_evaluate_function(dataset.element_spec)
+            self._evaluate_function = self._step_functions().evaluate_function(
+                dataset.element_spec)
         total, tokens = 0.0, 0.0
         for batch in dataset:
             batch_total, batch_tokens = self._evaluate_function(batch)
@@ -589,7 +270,7 @@ class Trainer:
         if model.built and model.optimizer.built:
             return
         batch = next(iter(dataset.take(1)))
-        features, labels, _ = _unpack(batch)
+        features, labels, _ = unpack_batch(batch)
         with self.strategy.scope():
             symbolic_build(model, (features, labels))
             if not model.optimizer.built:
@@ -600,14 +281,7 @@ class Trainer:
         """Train; returns the `keras.callbacks.History`. See `tf_outheads.training.fit`."""
         model = self.model
         epochs = positive_int("epochs", epochs)
-        if steps_per_epoch is None:
-            cardinality = int(dataset.cardinality())
-            if cardinality < 0:
-                raise ValueError("`steps_per_epoch` is required for a dataset of unknown or "
-                                 "infinite length (e.g. repeat=True). Received: "
-                                 "steps_per_epoch=None")
-            steps_per_epoch = cardinality // self.accumulation_steps
-        steps_per_epoch = positive_int("steps_per_epoch", steps_per_epoch)
+        steps_per_epoch = self._steps_per_epoch(dataset, steps_per_epoch)
         if verbose == "auto":
             verbose = 1
         self._build(dataset)
@@ -618,66 +292,25 @@ class Trainer:
         infinite = int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
         iterator = iter(dataset if infinite else dataset.repeat())
         checkpoint = self._checkpoint(iterator)
-        start_epoch, start_batch, step = 0, 0, 0
-        resumed_epoch_loss = (0.0, 0.0)  # (Σ loss × tokens, tokens) of a resumed epoch
-        manifest = None
-        if self.backups is not None:
-            manifest = self.backups.restore(checkpoint, signature=signature)
-            if manifest is not None:
-                state = manifest["state"]
-                if self.per_worker_data:
-                    self._restore_iterator(iterator, state["step"])
-                start_epoch, start_batch, step = state["epoch"], state["batch"], state["step"]
-                if start_batch >= steps_per_epoch:  # resumed with shorter epochs
-                    start_epoch, start_batch = start_epoch + 1, 0
-                elif start_batch > 0:
-                    resumed_epoch_loss = tuple(state.get("epoch_loss") or (0.0, 0.0))
-                self.skipped_steps = list(state.get("skipped_steps", []))
-                if verbose:
-                    print(f"[backup] resumed from step {step} (epoch {start_epoch + 1}, "
-                          f"batch {start_batch}) of {self.backups.directory}", flush=True)
-
-        callbacks = list(callbacks or [])
-        if verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
-            callbacks.append(_ProgbarLogger(
-                [c for c in callbacks if callable(getattr(c, "budget_text", None))]))
-        callback_list = keras.callbacks.CallbackList(
-            callbacks, add_history=True, add_progbar=False, verbose=verbose,
-            epochs=epochs, steps=steps_per_epoch, model=model)
+        start_epoch, start_batch, step, resumed_epoch_loss, saved_states = self._resume(
+            checkpoint, iterator, signature, steps_per_epoch, verbose)
+        callbacks, callback_list = self._callback_list(callbacks, verbose, epochs,
+                                                       steps_per_epoch)
         if self._train_function is None:
-            self._train_function = self._make_train_function()
+            self._train_function = self._step_functions().train_function(
+                self.steps_per_execution, keep_going_after_nan=self.nonfinite == "skip")
         model.stop_training = False
-
-        stateful = _stateful_callbacks(callbacks)
-        saved_states = (manifest["state"].get("callbacks") or {}) if (
-            self.backups is not None and manifest is not None) else {}
-
-        backed_up = [None]  # the step of the last backup written by this call
-
-        def backup(epoch, batch):
-            if self.backups is None:
-                return
-            if self.per_worker_data:
-                self._save_iterator(iterator, step)
-            self.backups.save(checkpoint, step, {
-                "epoch": epoch, "batch": batch, "step": step, "signature": signature,
-                "skipped_steps": self.skipped_steps, "time": time.time(),
-                # The epoch's running loss: a resumed epoch logs the whole epoch's mean.
-                "epoch_loss": [loss_sum, token_sum] if batch else None,
-                "callbacks": {key: c.get_state() for key, c in stateful.items()}},
-                protect=_protected_steps(callbacks))
-            backed_up[0] = step
+        call = _FitCall(iterator, checkpoint, signature, callbacks, callback_list, step)
 
         # SIGTERM (preemption) and Ctrl-C stop at the next step boundary with a backup,
         # where a backup directory is set; without one they end the process as before.
-        with _gradients_summed_by_caller(model.optimizer), \
-                _SignalFlag(self.backups is not None) as termination:
+        with gradients_summed_by_caller(model.optimizer), \
+                SignalFlag(self.backups is not None) as termination:
             callback_list.on_train_begin()
             # After on_train_begin, which resets some callbacks (EarlyStopping).
-            for key, callback in stateful.items():
+            for key, callback in call.stateful.items():
                 if key in saved_states:
                     callback.set_state(saved_states[key])
-            logs = {}
             # A callback may stop the run before its first step (a step or time
             # budget already spent): then nothing is trained.
             first_epoch = epochs if model.stop_training else start_epoch
@@ -685,58 +318,134 @@ class Trainer:
                 model.reset_metrics()  # as model.fit: the loss trackers count per epoch
                 callback_list.on_epoch_begin(epoch)
                 first = start_batch if epoch == start_epoch else 0
-                loss_sum, token_sum = resumed_epoch_loss if first else (0.0, 0.0)
-                position = (epoch, first)
-                batch = first
-                while batch < steps_per_epoch:
-                    size = self._execution_size(step, steps_per_epoch - batch, callbacks)
-                    callback_list.on_train_batch_begin(batch)
-                    count, losses, tokens, applied, fingerprints = (
-                        value.numpy() for value in self._train_function(
-                            iterator, tf.constant(size, tf.int32)))
-                    # The steps' logs, one step at a time, as if each had been its own call.
-                    for index in range(int(count)):
-                        if index:
-                            callback_list.on_train_batch_begin(batch)
-                        loss, step_tokens = float(losses[index]), float(tokens[index])
-                        step += 1
-                        if not bool(applied[index]):
-                            self._nonfinite(loss, step, epoch, batch)
-                        else:
-                            loss_sum += loss * step_tokens
-                            token_sum += step_tokens
-                        logs = {**self._metric_logs(),
-                                "loss": loss_sum / token_sum if token_sum else float("nan"),
-                                "step_loss": loss, "tokens": step_tokens, "step": step,
-                                "data_fingerprint": int(fingerprints[index])}
-                        callback_list.on_train_batch_end(batch, logs)
-                        batch += 1
-                    preempted = self._agree_to_stop(bool(termination.received))
-                    position = (epoch, batch) if batch < steps_per_epoch else (epoch + 1, 0)
-                    if preempted:
-                        if backed_up[0] != step:
-                            backup(*position)
-                        latest = self.backups.checkpoints() if self.backups else []
-                        raise TrainingPreempted(step, latest[-1][1] if latest else None,
-                                                termination.received or signal.SIGTERM)
-                    done = model.stop_training or batch == steps_per_epoch
-                    if (self.backup_every_n_steps and step % self.backup_every_n_steps == 0
-                            and not done):
-                        backup(*position)
-                    if model.stop_training:
-                        break
-                epoch_logs = {**self._metric_logs(), "loss": logs.get("loss", float("nan")),
-                              "step": step}
+                call.loss_sum, call.token_sum = resumed_epoch_loss if first else (0.0, 0.0)
+                position = self._train_epoch(call, epoch, first, steps_per_epoch, termination)
+                epoch_logs = {**self._metric_logs(), "loss": call.logs.get("loss", float("nan")),
+                              "step": call.step}
                 if validation_data is not None:
                     model.reset_metrics()
                     val_loss = self.evaluate(validation_data)
                     epoch_logs.update(self._metric_logs("val_"), val_loss=val_loss)
                 callback_list.on_epoch_end(epoch, epoch_logs)
-                backup(*position)  # where a resumed run goes on
+                self._backup(call, *position)  # where a resumed run goes on
                 if model.stop_training:
                     break
-            callback_list.on_train_end(logs)
+            callback_list.on_train_end(call.logs)
         return model.history
+
+    def _steps_per_epoch(self, dataset, steps_per_epoch):
+        """`steps_per_epoch`, checked; by default the optimizer steps of one pass over a
+        dataset of known length."""
+        if steps_per_epoch is None:
+            cardinality = int(dataset.cardinality())
+            if cardinality < 0:
+                raise ValueError("`steps_per_epoch` is required for a dataset of unknown or "
+                                 "infinite length (e.g. repeat=True). Received: "
+                                 "steps_per_epoch=None")
+            steps_per_epoch = cardinality // self.accumulation_steps
+        return positive_int("steps_per_epoch", steps_per_epoch)
+
+    def _resume(self, checkpoint, iterator, signature, steps_per_epoch, verbose):
+        """Restores the latest backup, if any, into `checkpoint` (and this worker's
+        `iterator`). Returns where training goes on: `(epoch, batch, step,
+        epoch_loss, callback_states)`, `epoch_loss` the resumed epoch's `(Σ loss ×
+        tokens, tokens)` so far; all zeros and `{}` without a backup."""
+        start_epoch, start_batch, step = 0, 0, 0
+        resumed_epoch_loss = (0.0, 0.0)  # (Σ loss × tokens, tokens) of a resumed epoch
+        if self.backups is None:
+            return start_epoch, start_batch, step, resumed_epoch_loss, {}
+        manifest = self.backups.restore(checkpoint, signature=signature)
+        if manifest is None:
+            return start_epoch, start_batch, step, resumed_epoch_loss, {}
+        state = manifest["state"]
+        if self.per_worker_data:
+            self._restore_iterator(iterator, state["step"])
+        start_epoch, start_batch, step = state["epoch"], state["batch"], state["step"]
+        if start_batch >= steps_per_epoch:  # resumed with shorter epochs
+            start_epoch, start_batch = start_epoch + 1, 0
+        elif start_batch > 0:
+            resumed_epoch_loss = tuple(state.get("epoch_loss") or (0.0, 0.0))
+        self.skipped_steps = list(state.get("skipped_steps", []))
+        if verbose:
+            print(f"[backup] resumed from step {step} (epoch {start_epoch + 1}, "
+                  f"batch {start_batch}) of {self.backups.directory}", flush=True)
+        return start_epoch, start_batch, step, resumed_epoch_loss, state.get("callbacks") or {}
+
+    def _callback_list(self, callbacks, verbose, epochs, steps_per_epoch):
+        """`(callbacks, callback_list)`: the callbacks, with our progress bar when
+        `verbose` and none of them is one, and Keras' `CallbackList` of them."""
+        callbacks = list(callbacks or [])
+        if verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
+            callbacks.append(ProgbarLogger(
+                [c for c in callbacks if callable(getattr(c, "budget_text", None))]))
+        callback_list = keras.callbacks.CallbackList(
+            callbacks, add_history=True, add_progbar=False, verbose=verbose,
+            epochs=epochs, steps=steps_per_epoch, model=self.model)
+        return callbacks, callback_list
+
+    def _train_epoch(self, call, epoch, first, steps_per_epoch, termination):
+        """Trains epoch `epoch` from its batch `first`, one execution of the train
+        function at a time, the steps' logs replayed to the callbacks one by one;
+        backs up every `backup_every_n_steps` steps and stops (with a backup) when a
+        signal arrived. Returns `(epoch, batch)` where a resumed run goes on."""
+        model, callback_list = self.model, call.callback_list
+        position = (epoch, first)
+        batch = first
+        while batch < steps_per_epoch:
+            size = self._execution_size(call.step, steps_per_epoch - batch, call.callbacks)
+            callback_list.on_train_batch_begin(batch)
+            count, losses, tokens, applied, fingerprints = (
+                value.numpy() for value in self._train_function(
+                    call.iterator, tf.constant(size, tf.int32)))
+            # The steps' logs, one step at a time, as if each had been its own call.
+            for index in range(int(count)):
+                if index:
+                    callback_list.on_train_batch_begin(batch)
+                loss, step_tokens = float(losses[index]), float(tokens[index])
+                call.step += 1
+                if not bool(applied[index]):
+                    self._nonfinite(loss, call.step, epoch, batch)
+                else:
+                    call.loss_sum += loss * step_tokens
+                    call.token_sum += step_tokens
+                call.logs = {**self._metric_logs(),
+                             "loss": call.loss_sum / call.token_sum if call.token_sum
+                             else float("nan"),
+                             "step_loss": loss, "tokens": step_tokens, "step": call.step,
+                             "data_fingerprint": int(fingerprints[index])}
+                callback_list.on_train_batch_end(batch, call.logs)
+                batch += 1
+            preempted = agree_to_stop(self.model, self.strategy, bool(termination.received))
+            position = (epoch, batch) if batch < steps_per_epoch else (epoch + 1, 0)
+            if preempted:
+                if call.backed_up != call.step:
+                    self._backup(call, *position)
+                latest = self.backups.checkpoints() if self.backups else []
+                raise TrainingPreempted(call.step, latest[-1][1] if latest else None,
+                                        termination.received or signal.SIGTERM)
+            done = model.stop_training or batch == steps_per_epoch
+            if (self.backup_every_n_steps and call.step % self.backup_every_n_steps == 0
+                    and not done):
+                self._backup(call, *position)
+            if model.stop_training:
+                break
+        return position
+
+    def _backup(self, call, epoch, batch):
+        """Writes a backup of step `call.step`, from which a run goes on at batch `batch`
+        of epoch `epoch` (nothing without a backup directory)."""
+        if self.backups is None:
+            return
+        if self.per_worker_data:
+            self._save_iterator(call.iterator, call.step)
+        self.backups.save(call.checkpoint, call.step, {
+            "epoch": epoch, "batch": batch, "step": call.step, "signature": call.signature,
+            "skipped_steps": self.skipped_steps, "time": time.time(),
+            # The epoch's running loss: a resumed epoch logs the whole epoch's mean.
+            "epoch_loss": [call.loss_sum, call.token_sum] if batch else None,
+            "callbacks": {key: c.get_state() for key, c in call.stateful.items()}},
+            protect=protected_steps(call.callbacks))
+        call.backed_up = call.step
 
     def _execution_size(self, step, left_in_epoch, callbacks):
         """Steps of the next execution: at most `steps_per_execution` and what is left of
@@ -762,25 +471,6 @@ class Trainer:
                 logs[prefix + name] = float(value)
         return logs
 
-    def _agree_to_stop(self, terminated=False):
-        """In a multi-worker job every worker stops at the same step; returns whether
-        any worker got SIGTERM (`terminated`), which stops them all too.
-
-        A callback's decision may differ between workers (a wall-clock limit),
-        and a scheduler may signal one worker first; a worker that stopped alone
-        would leave the others waiting in the next step's collectives. One
-        all-reduce (sum) of the two flags per step.
-        """
-        if num_workers(self.strategy) >= 2:
-            flags = tf.constant([float(bool(self.model.stop_training)), float(terminated)])
-            values = self.strategy.experimental_distribute_values_from_function(
-                lambda context: flags)
-            summed = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
-            self.model.stop_training, terminated = bool(summed[0] > 0), bool(summed[1] > 0)
-        if terminated:
-            self.model.stop_training = True
-        return terminated
-
     def _nonfinite(self, loss, step, epoch, batch):
         where = f"step {step} (epoch {epoch + 1}, batch {batch + 1})"
         what = (f"{loss}" if not math.isfinite(loss) else
@@ -800,8 +490,9 @@ class Trainer:
                 f"were skipped (nonfinite='skip' allows {SKIPPED_STEPS_ALWAYS_ALLOWED}, or "
                 f"{self.max_skipped_share:.0%} of the steps run if more): the run is not "
                 "learning. " + latest + "Lower the learning rate or check the data.")
+        # stacklevel: the caller of `Trainer.fit` (through `_train_epoch`).
         warnings.warn(f"Training loss is {what} at {where}: batch skipped (nonfinite='skip'; "
-                      f"{len(self.skipped_steps)} skipped so far)", RuntimeWarning, stacklevel=3)
+                      f"{len(self.skipped_steps)} skipped so far)", RuntimeWarning, stacklevel=4)
 
 
 def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, callbacks=None,

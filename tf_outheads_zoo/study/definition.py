@@ -86,7 +86,7 @@ def study_seeds(study, arm_name, seeds=None):
     """The seeds an arm runs: `seeds` (the command's), the arm's own, the study's, or
     `DEFAULT_SEEDS`. A seed named twice is a `ConfigError` naming the key and the seed
     (one run counted twice: the study announced 4 runs and reported one seed)."""
-    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.schema import ConfigError
 
     arm = study.arms[arm_name]
     for key, chosen in (("--seeds", seeds), (f"arms.{arm_name}.seeds", arm.seeds),
@@ -173,7 +173,7 @@ def check_run_settings(run_dir, expected):
     (`run_settings`): a `ConfigError` naming the study file's key, both values, and
     what to do. A run without a settings file (one recorded before they existed) passes.
     """
-    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.schema import ConfigError
 
     path = os.path.join(run_dir, SETTINGS_FILE)
     if not os.path.exists(path):
@@ -199,7 +199,7 @@ def check_run_model(run_dir, arm):
     (`check_run_settings`) cannot see. A `ConfigError` naming the first differing key
     and both values; an unfinished run (training resumes check it) or one without a
     `preset.json` passes."""
-    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.schema import ConfigError
     from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.stored import read_stored_preset
 

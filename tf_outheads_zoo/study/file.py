@@ -33,8 +33,7 @@ import functools
 import os
 import re
 
-from tf_outheads_zoo.config import ConfigError
-from tf_outheads_zoo.schema import refuse_unknown
+from tf_outheads_zoo.schema import ConfigError, refuse_unknown
 from tf_outheads_zoo.study.definition import BUILTIN_DIR, RESERVED_NAMES, Arm, Claim, Study
 
 STUDY_KEYS = ("title", "notes", "paper", "data", "budget", "seeds", "eval_every", "arms",

@@ -91,7 +91,7 @@ def check_arm_settings(name, study, arm_name, seed):
     trains: a `ConfigError` naming the study and the arm (a study file's arms are checked
     when it is read; a built-in study's, the command's --steps and the run keys here)."""
     from tf_outheads_zoo.components import check_components
-    from tf_outheads_zoo.config import ConfigError
+    from tf_outheads_zoo.schema import ConfigError
     from tf_outheads_zoo.presets import preset_config
 
     try:
