@@ -114,7 +114,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tf_outheads.data.word_pairs import WordPairs  # noqa: E402
+from tf_outheads.data.word_pair_table import WordPairs  # noqa: E402
 from tf_outheads.decoding import beam_search, greedy_search  # noqa: E402
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy  # noqa: E402
 from tf_outheads.metrics import parameter_report  # noqa: E402

@@ -301,8 +301,8 @@ def main(argv=None):
     except BrokenPipeError:  # output piped into `head`, which closed it: not an error
         sys.stderr.close()
     except Exception as error:
-        trainer = sys.modules.get("tf_outheads.training.trainer")
-        if trainer and isinstance(error, trainer.TrainingPreempted):  # backup written
+        stopping = sys.modules.get("tf_outheads.training.stopping")
+        if stopping and isinstance(error, stopping.TrainingPreempted):  # backup written
             print(f"{_line_break()}stopped: {error}", file=sys.stderr)
             raise SystemExit(stopped_exit_status(error)) from None
         if not _is_user_error(error):

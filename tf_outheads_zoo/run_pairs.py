@@ -15,8 +15,8 @@ import os
 import numpy as np
 
 from tf_outheads.data.tokenizer import corpus_fingerprint
-from tf_outheads.data.word_pairs import CATEGORIES
-from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pair_table import CATEGORIES
+from tf_outheads.data.word_pair_table import WordPairs
 from tf_outheads.data.word_pairs import word_pairs_from_tokenizers
 from tf_outheads_zoo.plots import write_paired_embedding_plot
 

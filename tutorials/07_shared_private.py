@@ -89,7 +89,7 @@ print(f"{pairs} in {time.perf_counter() - start:.0f} s, written to {pairs_path}"
 for category in ("lm", "wf", "ur"):
     shown = [(pairs.source_tokens[s], pairs.target_tokens[t])
              for s, t, c in zip(pairs.source_ids, pairs.target_ids, pairs.categories)
-             if data.word_pairs.CATEGORIES[c] == category][4:12]
+             if data.word_pair_table.CATEGORIES[c] == category][4:12]
     print(f"{category}: " + ", ".join(f"{s}→{t}" for s, t in shown))
 for piece in ("▁Dios", "▁rey", "▁tierra", "▁dijo"):
     if piece in pairs.source_tokens:  # a small vocabulary may split the word

@@ -210,3 +210,13 @@ def test_no_serving_file_is_over_600_lines():
 def test_no_benchmark_file_is_over_600_lines():
     # Each benchmark keeps what it measures; the harness is benchmarks/common.py.
     assert not _long_files("benchmarks", ("*.py", "*.md", "*.sh"))
+
+
+def test_the_library_texts_do_not_name_the_zoo():
+    # The library never imports the zoo; its docstrings and messages do not send a user
+    # there either (issue 55): they say what the caller gives.
+    named = [f"{path.relative_to(ROOT)}:{number}"
+             for path in sorted((ROOT / "tf_outheads").rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "zoo" in line.lower()]
+    assert not named, named

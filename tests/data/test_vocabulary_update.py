@@ -5,7 +5,7 @@ import pytest
 
 from tf_outheads.data import SubwordTokenizer, merge_sentencepiece, piece_map
 from tf_outheads.data import WordPairs, train_sentencepiece, updated_model_proto
-from tf_outheads.data.word_pairs import PairingError
+from tf_outheads.data.word_pair_table import PairingError
 
 
 @pytest.fixture(scope="module", params=["bpe", "unigram"])

@@ -6,11 +6,11 @@ import collections
 import numpy as np
 import pytest
 
-from tf_outheads.data.word_pairs import CATEGORIES
-from tf_outheads.data.word_pairs import PairingError
-from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pair_table import CATEGORIES
+from tf_outheads.data.word_pair_table import PairingError
+from tf_outheads.data.word_pair_table import WordPairs
 from tf_outheads.data.word_pairs import build_word_pairs
-from tf_outheads.data.word_pairs import eflomal_links
+from tf_outheads.data.alignment_links import eflomal_links
 from tf_outheads.data.word_pairs import split_words
 from tf_outheads.data.word_pairs import word_pairs_from_tokenizers
 from tf_outheads.data.word_pairs import word_vocabulary
@@ -122,7 +122,7 @@ def test_subword_pairs_of_a_joint_vocabulary(bible_slice, bible_tokenizer):
 
 def test_attention_links_pair_words_like_an_aligner():
     # A stand-in model whose attention puts target position j on source position j.
-    from tf_outheads.data.word_pairs import attention_links
+    from tf_outheads.data.alignment_links import attention_links
 
     class Diagonal:
         def source_alignments(self, source_ids, target_in):

@@ -23,16 +23,16 @@ from tf_outheads.decoding import beam_search
 from tf_outheads.decoding import gather_beams
 from tf_outheads.decoding import greedy_search
 from tf_outheads.decoding import tile_for_beam
-from tf_outheads.decoding.beam import FinishedPool
-from tf_outheads.decoding.beam import best_reachable_scores
+from tf_outheads.decoding.beam_pool import FinishedPool
+from tf_outheads.decoding.beam_pool import best_reachable_scores
 from tf_outheads.decoding.beam import candidate_coverage
 from tf_outheads.decoding.beam import candidate_hypotheses
 from tf_outheads.decoding.beam import initial_beams
-from tf_outheads.decoding.beam import merge_finished
-from tf_outheads.decoding.beam import n_best
-from tf_outheads.decoding.beam import normalised_scores
+from tf_outheads.decoding.beam_pool import merge_finished
+from tf_outheads.decoding.beam_pool import n_best
+from tf_outheads.decoding.penalties import normalised_scores
 from tf_outheads.decoding.beam import select_alive
-from tf_outheads.decoding.beam import sentences_done
+from tf_outheads.decoding.beam_pool import sentences_done
 from tf_outheads.decoding.beam import top_candidates
 
 VOCAB_SIZE = 10

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pair_table import WordPairs
 from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead

@@ -18,7 +18,7 @@ from keras import ops
 from tf_outheads import SampledSoftmaxLoss, VMFLoss, compile_for_translation
 from tf_outheads.data import build_tokenizers
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
-from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pair_table import WordPairs
 from tf_outheads.decoding import Translator, beam_search, greedy_search
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.transformer import TransformerSeq2Seq

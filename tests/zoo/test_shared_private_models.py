@@ -7,7 +7,7 @@ from keras import ops
 
 from tf_outheads.data import SubwordTokenizer
 from tf_outheads.data import make_training_dataset
-from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pair_table import WordPairs
 from tf_outheads.layers.shared_private import SharedPrivateEmbedding
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.metrics import parameter_report

@@ -148,7 +148,7 @@ def _when_started(run_dir, action, deadline=20.0):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_or_sigint_stops_the_study_after_its_training_wrote_its_backup(
         tmp_path, fake_train, signum):
-    from tf_outheads.training.trainer import TrainingPreempted
+    from tf_outheads.training.stopping import TrainingPreempted
 
     started = fake_train(TRAINS_UNTIL_SIGTERM)
     run_dir = os.path.join(tmp_path, "runs", "a", "s1")

@@ -62,7 +62,7 @@ def attention_links(model, source_ids, target_ids, batch_size=64):
     position it attended to most when the model predicted it.
 
     Args:
-        model: a zoo model with `source_alignments(source_ids, target_in)`.
+        model: a `Seq2SeqModel` with `source_alignments(source_ids, target_in)`.
         source_ids: list of int sequences, as the model's encoder takes them
             (without padding; an EOS the pipeline appends is the caller's choice).
         target_ids: list of int sequences: the target tokens, without BOS/EOS.

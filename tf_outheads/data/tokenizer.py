@@ -20,14 +20,7 @@ from tf_outheads.data.subword_tokenizer import TokenizerError
 from tf_outheads.data.subword_tokenizer import model_fingerprint
 from tf_outheads.data.subword_tokenizer import train_sentencepiece
 
-__all__ = [
-    "TokenizerError",
-    "train_sentencepiece",
-    "SubwordTokenizer",
-    "build_tokenizers",
-    "load_tokenizers",
-    "tokenizer_fingerprints",
-]
+__all__ = ["build_tokenizers", "load_tokenizers", "tokenizer_fingerprints"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +102,7 @@ def build_tokenizers(
     Example:
 
     ```python
-    corpus = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz")
+    corpus = tf_outheads.data.read_tsv("bible-es-en.tsv.gz")  # train/dev/test splits
     source_tokenizer, target_tokenizer = tf_outheads.data.build_tokenizers(
         corpus.sources, corpus.targets, "run/tokenizer", vocab_size=8000)
     ```

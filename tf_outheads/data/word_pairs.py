@@ -42,7 +42,6 @@ import numpy as np
 
 # The links' and the table's own modules; all imported here too, where users
 # have always found them.
-from tf_outheads.data.alignment_links import attention_links
 from tf_outheads.data.alignment_links import eflomal_links
 from tf_outheads.data.word_pair_table import CATEGORIES
 from tf_outheads.data.word_pair_table import PairingError
@@ -280,14 +279,5 @@ def word_pairs_from_tokenizers(source_texts, target_texts, source_tokenizer, tar
                             **kwargs)
 
 
-__all__ = [
-    "CATEGORIES",
-    "PairingError",
-    "WordPairs",
-    "attention_links",
-    "build_word_pairs",
-    "eflomal_links",
-    "split_words",
-    "word_pairs_from_tokenizers",
-    "word_vocabulary",
-]
+__all__ = ["build_word_pairs", "split_words", "word_pairs_from_tokenizers",
+           "word_vocabulary"]

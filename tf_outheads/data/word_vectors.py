@@ -31,18 +31,10 @@ import numpy as np
 from tf_outheads.data.corpus import CorpusError
 from tf_outheads.data.corpus import _read_lines
 # The table's own module; imported here too, where users have always found it.
-from tf_outheads.data.target_table import TargetTable
-from tf_outheads.data.target_table import target_embedding_table
 from tf_outheads.validation import positive_int
 
-__all__ = [
-    "TargetTable",
-    "train_word_vectors",
-    "load_word_vectors",
-    "target_embedding_table",
-    "align_word_vectors",
-    "write_word_vectors",
-]
+__all__ = ["train_word_vectors", "load_word_vectors", "align_word_vectors",
+           "write_word_vectors"]
 
 logger = logging.getLogger(__name__)
 
@@ -259,7 +251,7 @@ def train_word_vectors(
     Example:
 
     ```python
-    corpus = tf_outheads.data.read_tsv("tf_outheads_zoo/data/bible-es-en.tsv.gz")
+    corpus = tf_outheads.data.read_tsv("bible-es-en.tsv.gz")  # train/dev/test splits
     _, target_tokenizer = tf_outheads.data.build_tokenizers(
         corpus.sources, corpus.targets, "run/tokenizer")
     path = tf_outheads.data.train_word_vectors(

@@ -4,10 +4,10 @@
 exported SavedModel and the command line all take it whole.
 """
 
-from tf_outheads.decoding.beam import BeamResult
+from tf_outheads.decoding.beam_pool import BeamResult
 from tf_outheads.decoding.beam import beam_search
-from tf_outheads.decoding.beam import gather_beams
-from tf_outheads.decoding.beam import tile_for_beam
+from tf_outheads.decoding.beam_layout import gather_beams
+from tf_outheads.decoding.beam_layout import tile_for_beam
 from tf_outheads.decoding.greedy import GreedyResult
 from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source

@@ -35,13 +35,13 @@ import numpy as np
 import tensorflow as tf
 
 from tf_outheads.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
-# The search's parts in their own modules, importable from here as well.
-from tf_outheads.decoding.beam_layout import gather_beams, reorder_state, tile_for_beam
-from tf_outheads.decoding.beam_pool import (_NEG_INF, BeamResult, FinishedPool,
+# The search's parts in their own modules.
+from tf_outheads.decoding.beam_layout import reorder_state, tile_for_beam
+from tf_outheads.decoding.beam_pool import (_NEG_INF, FinishedPool,
                                             best_reachable_scores, merge_finished, n_best,
                                             sentences_done)
 from tf_outheads.decoding.greedy import decoding_limits
-from tf_outheads.decoding.penalties import (coverage_penalty_term, length_penalty_factor,
+from tf_outheads.decoding.penalties import (length_penalty_factor,
                                             normalised_scores)
 
 
@@ -592,8 +592,5 @@ def beam_search(
     return n_best(loop_state.finished, num_hypotheses)
 
 
-__all__ = ["BeamResult", "FinishedPool", "beam_search", "best_reachable_scores",
-           "candidate_coverage", "candidate_hypotheses", "coverage_penalty_term",
-           "gather_beams", "initial_beams", "length_penalty_factor", "merge_finished",
-           "n_best", "normalised_scores", "reorder_state", "select_alive", "sentences_done",
-           "tile_for_beam", "top_candidates"]
+__all__ = ["beam_search", "candidate_coverage", "candidate_hypotheses", "initial_beams",
+           "select_alive", "top_candidates"]

@@ -36,15 +36,13 @@ from tf_outheads.decoding.beam import beam_search
 from tf_outheads.decoding.constraints import (constraints_requested, remove_eos_bias,
                                               with_constraints)
 from tf_outheads.decoding.greedy import greedy_search, max_length_from_source
-from tf_outheads.decoding.options import SAMPLING_OPTIONS, DecodeOptions, decode_options
+from tf_outheads.decoding.options import DecodeOptions, decode_options
 from tf_outheads.decoding.prefix import with_target_prefix
 from tf_outheads.decoding.requests import RequestOptions, sampling_refusal
 from tf_outheads.decoding.sampling import Sampling, row_seeds
 from tf_outheads.decoding.unk import replace_unknown_words
 
 # The inputs of a request (`DecodeOptions.request_inputs`), and the sampling options.
-OPTION_NAMES = tuple(name for name, _ in DecodeOptions.request_inputs())
-SAMPLING_NAMES = SAMPLING_OPTIONS
 _CPU = "/cpu:0"
 
 
@@ -517,5 +515,4 @@ def tokenize_text(tokenizer, texts, limit, max_input_bytes=None):
         return tf.cast(pieces[:, :limit], tf.int32), truncated
 
 
-__all__ = ["OPTION_NAMES", "SAMPLING_NAMES", "TranslationGraph", "sampling_refusal",
-           "tokenize_text"]
+__all__ = ["TranslationGraph", "tokenize_text"]

@@ -97,7 +97,7 @@ import os
 
 import tensorflow as tf
 
-from tf_outheads.data.tokenizer import SubwordTokenizer
+from tf_outheads.data.subword_tokenizer import SubwordTokenizer
 from tf_outheads.decoding.graph import TranslationGraph
 from tf_outheads.decoding.options import MAX_LENGTH_PENALTY, DecodeOptions, decode_options
 from tf_outheads.decoding.scoring import Scorer
@@ -147,7 +147,7 @@ class TranslatorModule(tf.Module):
     Args:
         model: a model with `initial_decoding_state(source_ids, max_length)`,
             `make_step_fn(cache)` and a `head` with `inference_cache()`
-            (`tf_outheads_zoo.LSTMSeq2Seq`); `source_alignments(source_ids, target_in)`
+            (a `tf_outheads.models.Seq2SeqModel`); `source_alignments(source_ids, target_in)`
             for `<unk>` replacement.
         source_tokenizer: `tf_outheads.data.SubwordTokenizer`.
         target_tokenizer: `tf_outheads.data.SubwordTokenizer` (may be the

@@ -34,8 +34,8 @@ import keras
 from keras import ops
 
 from tf_outheads.api_export import export
-from tf_outheads.data.word_pairs import CATEGORIES
-from tf_outheads.data.word_pairs import WordPairs
+from tf_outheads.data.word_pair_table import CATEGORIES
+from tf_outheads.data.word_pair_table import WordPairs
 from tf_outheads.validation import positive_int
 
 SIDES = ("source", "target")

@@ -17,7 +17,7 @@ from tf_outheads.training.strategy import set_precision
 from tf_outheads.training.strategy import split_cpu
 from tf_outheads.training.trainer import NonFiniteLossError
 from tf_outheads.training.trainer import Trainer
-from tf_outheads.training.trainer import TrainingPreempted
+from tf_outheads.training.stopping import TrainingPreempted
 from tf_outheads.training.trainer import fit
 
 __all__ = ["BackupManager", "BleuCallback", "CheckpointError", "EpochHistory",

@@ -73,8 +73,6 @@ from tf_outheads.training.callback_protocol import ProgbarLogger
 from tf_outheads.training.callback_protocol import protected_steps
 from tf_outheads.training.callback_protocol import stateful_callbacks
 from tf_outheads.training.step import StepFunctions
-# In `__all__`: imported here too, where users have always found it.
-from tf_outheads.training.step import batch_fingerprint
 from tf_outheads.training.step import gradients_summed_by_caller
 from tf_outheads.training.step import unpack_batch
 from tf_outheads.training.stopping import SignalFlag
@@ -540,10 +538,9 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
     Example:
     ```python
     from tf_outheads import compile_for_translation, training
-    from tf_outheads_zoo import LSTMSeq2Seq
     strategy = training.make_strategy("mirrored")          # all local GPUs
     with strategy.scope():
-        model = LSTMSeq2Seq(8000, 8000, head="tied")
+        model = MySeq2Seq(8000, 8000, head="tied")           # a Seq2SeqModel
         compile_for_translation(model, learning_rate=1e-3)
     training.fit(model, batches, epochs=10, steps_per_epoch=1000,
                  backup_dir="runs/mine/backup", backup_every_n_steps=200)
@@ -558,4 +555,4 @@ def fit(model, dataset, epochs=1, steps_per_epoch=None, validation_data=None, ca
                        validation_data=validation_data, callbacks=callbacks, verbose=verbose)
 
 
-__all__ = ["NonFiniteLossError", "Trainer", "TrainingPreempted", "batch_fingerprint", "fit"]
+__all__ = ["NonFiniteLossError", "Trainer", "fit"]

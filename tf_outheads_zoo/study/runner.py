@@ -389,7 +389,7 @@ def _study_stopped(message, signal_name):
     that signal (`errors`: 143 after SIGTERM)."""
     import signal
 
-    from tf_outheads.training.trainer import TrainingPreempted
+    from tf_outheads.training.stopping import TrainingPreempted
 
     error = TrainingPreempted(0, None)
     error.args, error.signal = (message,), signal.Signals[signal_name]
