@@ -43,6 +43,9 @@ def test_options_are_checked_once_frozen_and_changed_by_replace():
                            r"quantize='int4'"),
     ({"seed": 1 << 63}, r"`seed` must be below 2\*\*63"),
     ({"sampling_temperature": math.inf}, r"`sampling_temperature` must be a finite number > 0"),
+    # Every on/off option is a bool: "False" would read as on.
+    ({"replace_unk": "False"}, r"`replace_unk` must be a bool \(True or False\)"),
+    ({"with_alignments": 1}, r"`with_alignments` must be a bool"),
 ])
 def test_a_bad_option_is_refused_by_name(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -105,17 +105,22 @@ def check_eos_bias(eos_bias):
     return value
 
 
-def check_block_repeats(block_repeats):
-    """`block_repeats` if it is a bool (`tf_outheads.decoding.constraints`).
+def check_flag(name, value):
+    """`value` if it is a bool: the check of every on/off option (`block_repeats`,
+    `replace_unk`, `with_alignments`).
 
     Raises:
-        ValueError: naming `block_repeats` and the value received (an int or a
-            string is refused: `"False"` would read as on).
+        ValueError: naming the option and the value received (an int or a string is
+            refused: `"False"` would read as on).
     """
-    if not isinstance(block_repeats, bool):
-        raise ValueError("`block_repeats` must be a bool (True or False). "
-                         f"Received: block_repeats={block_repeats!r}")
-    return block_repeats
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be a bool (True or False). Received: {name}={value!r}")
+    return value
+
+
+def check_block_repeats(block_repeats):
+    """`block_repeats` if it is a bool (`tf_outheads.decoding.constraints`; `check_flag`)."""
+    return check_flag("block_repeats", block_repeats)
 
 
 def _check_ratio(max_length_ratio):
@@ -251,10 +256,6 @@ def _count(name, value):
     return int_at_least(name, value, 1)
 
 
-def _bool(name, value):
-    return bool(value)
-
-
 def _named(check):
     """`check(value)` as a field's `check(name, value)`."""
     return lambda name, value: check(value)
@@ -331,7 +332,7 @@ class DecodeOptions:
         requirement=f"finite and in [0, {MAX_LENGTH_PENALTY:g}], or negative (-1) for the "
                     "export default"))
     num_hypotheses: int = option(1, _count, SIZE)
-    replace_unk: bool = option(False, _bool, FLAG)
+    replace_unk: bool = option(False, check_flag, FLAG)
     sampling_topk: Optional[int] = option(None, _optional(_check_topk), RequestInput(
         tf.int32, valid=lambda values: values >= -1,
         requirement=">= 0 (0: the whole vocabulary), or -1 (not set)"))
@@ -347,7 +348,7 @@ class DecodeOptions:
     # A negative seed in a request: one drawn at random for it.
     seed: Optional[int] = option(None, _named(check_seed), RequestInput(tf.int64),
                                  traced=False)
-    with_alignments: bool = option(False, _bool, FLAG)
+    with_alignments: bool = option(False, check_flag, FLAG)
     # NaN: "not set", for a float whose negative values are real biases.
     eos_bias: float = option(0.0, _named(check_eos_bias), RequestInput(
         tf.float32, not_set=float("nan"), unset=tf.math.is_nan,
@@ -355,7 +356,7 @@ class DecodeOptions:
                                            tf.abs(values) <= MAX_EOS_BIAS),
         requirement=f"finite and in [-{MAX_EOS_BIAS:g}, {MAX_EOS_BIAS:g}], or NaN for the "
                     "export default"))
-    block_repeats: bool = option(False, _named(check_block_repeats), FLAG)
+    block_repeats: bool = option(False, check_flag, FLAG)
     max_length_ratio: float = option(1.5, _named(_check_ratio))
     max_length_offset: int = option(10, lambda name, value: int_at_least(name, value, 0))
     max_source_length: int = option(256, lambda name, value: int_at_least(
@@ -429,6 +430,7 @@ def decode_options(options=None, **changes):
 
 
 __all__ = ["MAX_EOS_BIAS", "MAX_LENGTH_PENALTY", "SAMPLING_OPTIONS", "DecodeOptions",
-           "RequestInput", "check_block_repeats", "check_eos_bias", "check_length_penalty",
+           "RequestInput", "check_block_repeats", "check_eos_bias", "check_flag",
+           "check_length_penalty",
            "check_num_hypotheses", "check_sampling", "check_seed",
            "decode_options", "option"]
