@@ -27,7 +27,10 @@ def test_quick_run_sums_the_decoding_loops_kernels(tmp_path):
     # The executor's events enclose the kernels.
     assert 0 < record["kernel_seconds"] < record["executor_seconds"]
     kinds = {(row["where"], row["kind"]) for row in record["table"]}
-    assert ("loop", "dense products") in kinds and ("loop", "softmax, arg-max, reductions") in kinds
+    # The loop's products are always caught; its other kinds are µs ops on this tiny model,
+    # which the trace may drop (CI once missed every softmax and arg-max): ask for one of them.
+    assert ("loop", "dense products") in kinds
+    assert {kind for where, kind in kinds if where == "loop"} - {"dense products"}
     assert abs(sum(row["share"] for row in record["table"])
                - record["kernel_seconds"] / record["executor_seconds"]) < 1e-6
     assert "decoding steps" in result.stdout
