@@ -87,10 +87,10 @@ def attention_shape(run_dir, sentences):
     from tf_outheads_zoo.runs import load_run
     from tf_outheads_zoo.splits import read_split
 
-    model, source_tokenizer, target_tokenizer, preset = load_run(run_dir)
+    model, source_tokenizer, target_tokenizer, config = load_run(run_dir)
     if not sentences or not hasattr(model, "teacher_forced"):
         return {}
-    pairs = read_split(preset["data"], "dev", log=lambda *_: None)
+    pairs = read_split(config.data, "dev", log=lambda *_: None)
     scorer = Scorer(model, source_tokenizer, target_tokenizer)
     source_ids, target_in, target_out, _ = (t.numpy() for t in scorer.encode(
         string_tensor(pairs.sources[:sentences], "sources"),

@@ -104,7 +104,7 @@ def measure(args, size):
     from tf_outheads import data as tfo_data
     from tf_outheads.training.trainer import fit
     from tf_outheads.training.translation import compile_for_translation
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
     from tf_outheads_zoo.components import build_model, build_optimizer, training_loss
     from tf_outheads_zoo.splits import TrainingData, tokenizer_seed
 
@@ -114,25 +114,25 @@ def measure(args, size):
     for key in ("tokenizer_sample", "vocab_size", "shuffle_buffer"):
         if getattr(args, key) is not None:
             overrides[f"data.{key}"] = getattr(args, key)
-    preset = get_preset(args.preset, overrides)
-    keras.utils.set_random_seed(preset["train"]["seed"])
+    config = preset_config(args.preset, overrides)
+    keras.utils.set_random_seed(config.train.seed)
     row = {"pairs": size, "corpus_bytes": os.path.getsize(source) + os.path.getsize(target)}
     start = time.perf_counter()
     lines = []
-    data = TrainingData(preset["data"], seed=tokenizer_seed(preset), log=lines.append)
+    data = TrainingData(config.data, seed=tokenizer_seed(config), log=lines.append)
     row["scan_seconds"] = round(time.perf_counter() - start, 1)
     row["kept_pairs"] = data.size
     row["tokenizer_sample"] = len(data.sample)
     start = time.perf_counter()
     tokenizers = tfo_data.build_tokenizers(
         data.sample.sources, data.sample.targets, os.path.join(work, "tokenizer"),
-        vocab_size=preset["data"]["vocab_size"], joint=preset["data"]["joint_vocabulary"],
-        model_type=preset["data"]["tokenizer_type"], seed=tokenizer_seed(preset))
+        vocab_size=config.data.vocab_size, joint=config.data.joint_vocabulary,
+        model_type=config.data.tokenizer_type, seed=tokenizer_seed(config))
     row["tokenizer_seconds"] = round(time.perf_counter() - start, 1)
     del data.sample
 
     start = time.perf_counter()
-    dataset = data.dataset(*tokenizers, seed=preset["train"]["seed"])
+    dataset = data.dataset(*tokenizers, seed=config.train.seed)
     iterator = iter(dataset)
     next(iterator)
     row["first_batch_seconds"] = round(time.perf_counter() - start, 2)
@@ -146,11 +146,11 @@ def measure(args, size):
     row["target_padding_share"] = round(1 - tokens / padded, 3)
     del iterator
 
-    model = build_model(preset, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-    compile_for_translation(model, learning_rate=preset["train"]["learning_rate"],
-                            clipnorm=preset["train"]["clipnorm"],
-                            optimizer=build_optimizer(preset),
-                            **training_loss(preset["train"]))
+    model = build_model(config, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+    compile_for_translation(model, learning_rate=config.train.learning_rate,
+                            clipnorm=config.train.clipnorm,
+                            optimizer=build_optimizer(config),
+                            **training_loss(config.train))
     times = []
 
     class Clock(keras.callbacks.Callback):

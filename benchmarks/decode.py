@@ -34,7 +34,7 @@ Two measurements in one run, on CPU:
     of search bookkeeping (top-k over k·V candidates, beam reordering of the
     decoder state, finished pool, stopping rule); the rest is the model step.
 
-Model: `--run-dir` of a trained run (`model.keras`, tokenizers, preset). Without
+Model: `--run-dir` of a trained run (`model.keras`, tokenizers, `run.json`). Without
 it, nothing is trained: an untrained `--preset` model (default `lstm-cpu`) with
 a tokenizer trained once on the corpus (cached in `benchmarks/.cache/`).
 Caveat: an untrained model rarely emits EOS, so every sentence runs to its
@@ -97,7 +97,7 @@ from tf_outheads.data.special_tokens import PAD_ID  # noqa: E402
 from tf_outheads.decoding import Scorer, Translator, beam_search, greedy_search  # noqa: E402
 from tf_outheads.export import export_translator  # noqa: E402
 from tf_outheads_zoo.components import build_model  # noqa: E402
-from tf_outheads_zoo.presets import get_preset  # noqa: E402
+from tf_outheads_zoo.presets import preset_config  # noqa: E402
 from tf_outheads_zoo.runs import load_run  # noqa: E402
 from tf_outheads_zoo.splits import read_split  # noqa: E402
 
@@ -107,22 +107,23 @@ UNTRAINED_CAVEAT = (
 
 
 def load_model(args, log=print):
-    """`(model, source_tokenizer, target_tokenizer, preset, description)`."""
+    """`(model, source_tokenizer, target_tokenizer, config, description)`, `config` the
+    run's (or the preset's) `RunConfig`."""
     if args.run_dir:
-        model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
-        return model, source_tokenizer, target_tokenizer, preset, f"trained run {args.run_dir}"
-    preset = get_preset(args.preset)
-    vocab_size = args.vocab_size or preset["data"]["vocab_size"]
-    train = read_split(preset["data"], "train", log=lambda *_: None)
+        model, source_tokenizer, target_tokenizer, config = load_run(args.run_dir)
+        return model, source_tokenizer, target_tokenizer, config, f"trained run {args.run_dir}"
+    config = preset_config(args.preset)
+    vocab_size = args.vocab_size or config.data.vocab_size
+    train = read_split(config.data, "train", log=lambda *_: None)
     if args.tokenizer_sentences:
         train = train.select(range(min(args.tokenizer_sentences, len(train))))
     cache = REPO_ROOT / "benchmarks" / ".cache" / f"decode_{args.preset}_{vocab_size}_{len(train)}"
     source_tokenizer, target_tokenizer = data.build_tokenizers(
         train.sources, train.targets, cache, vocab_size=vocab_size,
-        joint=preset["data"]["joint_vocabulary"], model_type=preset["data"]["tokenizer_type"],
-        seed=preset["train"]["seed"])
-    keras.utils.set_random_seed(preset["train"]["seed"])
-    model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+        joint=config.data.joint_vocabulary, model_type=config.data.tokenizer_type,
+        seed=config.train.seed)
+    keras.utils.set_random_seed(config.train.seed)
+    model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
     if hasattr(model.head, "set_target_vectors"):  # continuous head: random unit table
         vectors = np.random.default_rng(0).normal(
             size=(target_tokenizer.vocab_size, model.head.output_dim)).astype("float32")
@@ -132,21 +133,21 @@ def load_model(args, log=print):
     target_tokenizer = (source_tokenizer if source_tokenizer.model_proto
                         == target_tokenizer.model_proto else
                         data.SubwordTokenizer.from_bytes(target_tokenizer.model_proto))
-    return (model, source_tokenizer, target_tokenizer, preset,
+    return (model, source_tokenizer, target_tokenizer, config,
             f"untrained {args.preset} (vocabulary {source_tokenizer.vocab_size})")
 
 
 def load_model_and_split(args, split="dev"):
-    """`load_model`'s five, then the preset's `split` (a `ParallelCorpus`)."""
-    model, source_tokenizer, target_tokenizer, preset, description = load_model(args)
-    corpus = read_split(preset["data"], split, log=lambda *_: None)
-    return model, source_tokenizer, target_tokenizer, preset, description, corpus
+    """`load_model`'s five, then the configuration's `split` (a `ParallelCorpus`)."""
+    model, source_tokenizer, target_tokenizer, config, description = load_model(args)
+    corpus = read_split(config.data, split, log=lambda *_: None)
+    return model, source_tokenizer, target_tokenizer, config, description, corpus
 
 
-def length_options(preset):
-    """The run's output length limits, as `Translator` takes them."""
-    return {key: preset["decode"][key] for key in ("max_length_ratio", "max_length_offset")
-            if key in preset["decode"]}
+def length_options(config):
+    """The run's output length limits (of its `RunConfig`), as `Translator` takes them."""
+    return {key: getattr(config.decode, key)
+            for key in ("max_length_ratio", "max_length_offset")}
 
 
 def length_sorted_batches(sentences, tokenizer, batch_size):
@@ -159,12 +160,11 @@ def length_sorted_batches(sentences, tokenizer, batch_size):
 # --------------------------------------------------------------------------
 # (a) Throughput
 # --------------------------------------------------------------------------
-def throughput(args, model, source_tokenizer, target_tokenizer, preset, sentences, references,
+def throughput(args, model, source_tokenizer, target_tokenizer, config, sentences, references,
                log=print):
     export_dir = args.export_dir or tempfile.mkdtemp(prefix="decode-bench-")
-    options = length_options(preset)
-    if "length_penalty" in preset["decode"]:
-        options["length_penalty"] = preset["decode"]["length_penalty"]
+    options = length_options(config)
+    options["length_penalty"] = config.decode.length_penalty
     start = time.perf_counter()
     path = export_translator(model, source_tokenizer, target_tokenizer,
                              os.path.join(export_dir, "1"), beam_sizes=tuple(args.beam_list),
@@ -349,14 +349,14 @@ def print_tables(result):
 def main(args):
     started = time.perf_counter()
     info = machine_info()
-    model, source_tokenizer, target_tokenizer, preset, description, dev = (
+    model, source_tokenizer, target_tokenizer, config, description, dev = (
         load_model_and_split(args))
     sentences = dev.sources[:args.sentences]
     args.sentences = len(sentences)
     result = {
         "model": description,
         "caveat": None if args.run_dir else UNTRAINED_CAVEAT,
-        "throughput": throughput(args, model, source_tokenizer, target_tokenizer, preset,
+        "throughput": throughput(args, model, source_tokenizer, target_tokenizer, config,
                                  sentences, dev.targets[:args.sentences]),
         "bookkeeping": bookkeeping(args, model, source_tokenizer, target_tokenizer, sentences),
     }

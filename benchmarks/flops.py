@@ -2,11 +2,21 @@
 float32 matmul speed: the GFLOP/s a benchmark achieves and their share of the peak
 (`peer_opennmt.py`: ours and OpenNMT-py's, training and decoding).
 
-Takes the zoo's `model` config dicts (`preset["model"]`); imports TensorFlow only in
+Takes a run's model section (`RunConfig.model`, e.g. `preset_config(name).model`), or a
+mapping of the same keys (a shape written by hand); imports TensorFlow only in
 `matmul_peak_gflops`.
 """
 
+import dataclasses
 import time
+
+
+def model_shape(model):
+    """The keys of a model section as a dict: a `ModelConfig`'s fields, or `model` itself
+    (a mapping of the same keys)."""
+    if dataclasses.is_dataclass(model):
+        return {field.name: getattr(model, field.name) for field in dataclasses.fields(model)}
+    return model
 
 
 def forward_flops(model, vocab_size, source_length, target_length):
@@ -16,6 +26,7 @@ def forward_flops(model, vocab_size, source_length, target_length):
     layer over `vocab_size` words), for sentences of the given mean lengths. Element-wise
     work (activations, softmax, layer norms) is not counted: the FLOP/s are those of the
     matrix products, the work both systems must do whatever their overheads."""
+    model = model_shape(model)
     if model["model_type"] == "lstm":
         embed, hidden = model["embedding_dim"], model["hidden_dim"]
         source_embed = model.get("source_embedding_dim") or embed

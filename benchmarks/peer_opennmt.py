@@ -66,13 +66,12 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
     "tokenizer"}`: `vocab` is the target side's (the joint one's) file, `tokenizer` the
     target side's SentencePiece processor (it detokenizes the peer's output).
     """
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
     from tf_outheads_zoo.study import tokenizer_dir
     from tf_outheads_zoo.splits import load_splits
 
-    preset = get_preset(preset_name, overrides)
-    data_config = preset["data"]
-    joint = data_config["joint_vocabulary"]
+    data_config = preset_config(preset_name, overrides).data
+    joint = data_config.joint_vocabulary
     splits = load_splits(data_config, log=log)
     shared = tokenizer_dir(runs_dir, preset_name, overrides, log=log)
     from tf_outheads import data as tfo_data
@@ -82,7 +81,7 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
     os.makedirs(data_dir, exist_ok=True)
     files = {}
     # Pairs the zoo drops for length (data.max_sequence_length) are dropped here too.
-    limit = data_config["max_sequence_length"]
+    limit = data_config.max_sequence_length
     for split in ("train", "dev", "test"):
         corpus = splits[split]
         src = source_tokenizer.pieces(corpus.sources)
@@ -117,19 +116,19 @@ def prepare_data(preset_name, overrides, runs_dir, work_dir, log=print):
 
 
 # -- the peer ---------------------------------------------------------------------------
-def peer_config(preset, data, run_dir, steps, eval_every, seed):
-    """OpenNMT-py options for the zoo preset's shape and recipe (a dict written as YAML):
-    the attentional LSTM (`peer_model_lstm`) or the pre-norm Transformer
-    (`peer_model_transformer`), with the preset's optimiser, batches and steps."""
-    model, train, data_config = preset["model"], preset["train"], preset["data"]
-    head = model["head"] if isinstance(model["head"], str) else model["head"].get("class_name")
+def peer_config(config, data, run_dir, steps, eval_every, seed):
+    """OpenNMT-py options for the zoo preset's shape and recipe (a dict written as YAML)
+    from its `RunConfig` (`preset_config`): the attentional LSTM (`peer_model_lstm`) or the
+    pre-norm Transformer (`peer_model_transformer`), with its optimiser, batches and steps."""
+    model, train, data_config = config.model, config.train, config.data
+    head = model.head if isinstance(model.head, str) else model.head.get("class_name")
     if head not in ("softmax", "tied"):
         raise SystemExit("peer_opennmt: OpenNMT-py has an untied (softmax) or tied head only. "
-                         f"Received: head={model['head']!r}")
+                         f"Received: head={model.head!r}")
     builders = {"lstm": peer_model_lstm, "transformer": peer_model_transformer}
-    if model["model_type"] not in builders:
-        raise SystemExit(f"peer_opennmt: no peer for model_type={model['model_type']!r}")
-    clip = train.get("global_clipnorm") or train.get("clipnorm") or 0
+    if model.model_type not in builders:
+        raise SystemExit(f"peer_opennmt: no peer for model_type={model.model_type!r}")
+    clip = train.global_clipnorm or train.clipnorm or 0
     return {
         "src_vocab": data["src_vocab"], "tgt_vocab": data["tgt_vocab"],
         "src_vocab_size": peer_vocab_size(data["src_vocab"]),
@@ -139,9 +138,9 @@ def peer_config(preset, data, run_dir, steps, eval_every, seed):
         "data": {"corpus_1": {"path_src": data["files"]["train.src"],
                               "path_tgt": data["files"]["train.tgt"]}},
         "model_type": "text",
-        **builders[model["model_type"]](model, train),
-        "max_grad_norm": clip, "label_smoothing": train["label_smoothing"],
-        "batch_type": "tokens", "batch_size": data_config["batch_tokens"],
+        **builders[model.model_type](model, train),
+        "max_grad_norm": clip, "label_smoothing": train.label_smoothing,
+        "batch_type": "tokens", "batch_size": data_config.batch_tokens,
         "normalization": "tokens", "accum_count": [1],
         "train_steps": steps, "valid_steps": 10 ** 6,
         "save_checkpoint_steps": eval_every, "keep_checkpoint": -1,
@@ -161,29 +160,30 @@ def peer_vocab_size(vocab_path):
 
 def peer_model_lstm(model, train):
     """brnn, input-feeding LSTM decoder, "general" attention (unscaled: OpenNMT-py has no
-    `scaled_attention`), U(±0.1), Adam constant or the inverse-sqrt warm-up as "noam"."""
-    if model.get("attention_score", "general") != "general" or not model.get("input_feeding"):
+    `scaled_attention`), U(±0.1), Adam constant or the inverse-sqrt warm-up as "noam";
+    `model` an `LSTMConfig`, `train` a `TrainConfig`."""
+    if model.attention_score != "general" or not model.input_feeding:
         raise SystemExit("peer_opennmt: the peer set-up has 'general' attention with input "
                          "feeding")
-    schedule = train.get("learning_rate_schedule") or {}
+    schedule = train.learning_rate_schedule or {}
     if schedule and (schedule.get("name") != "inverse_sqrt"
-                     or schedule.get("model_dim", model["hidden_dim"]) != model["hidden_dim"]):
+                     or schedule.get("model_dim", model.hidden_dim) != model.hidden_dim):
         raise SystemExit("peer_opennmt: the LSTM peer set-up has a constant rate or the "
                          f"inverse-sqrt (noam) schedule of the hidden size; received "
                          f"{schedule!r}")
     rate = ({"learning_rate": schedule.get("scale", 1.0), "decay_method": "noam",
              "warmup_steps": schedule["warmup_steps"]} if schedule else {"learning_rate":
-            train["learning_rate"], "decay_method": "none", "start_decay_steps": 1000000})
+            train.learning_rate, "decay_method": "none", "start_decay_steps": 1000000})
     return {
-        "encoder_type": "brnn" if model["bidirectional_encoder"] else "rnn",
+        "encoder_type": "brnn" if model.bidirectional_encoder else "rnn",
         "decoder_type": "rnn", "rnn_type": "LSTM",
-        "enc_layers": model.get("encoder_layers") or model["num_layers"],
-        "dec_layers": model.get("decoder_layers") or model["num_layers"],
-        "hidden_size": model["hidden_dim"], "word_vec_size": model["embedding_dim"],
+        "enc_layers": model.encoder_layers or model.num_layers,
+        "dec_layers": model.decoder_layers or model.num_layers,
+        "hidden_size": model.hidden_dim, "word_vec_size": model.embedding_dim,
         "global_attention": "general", "input_feed": 1, "bridge": "false",
-        "dropout": [model["dropout"]],
+        "dropout": [model.dropout],
         "param_init": 0.1, "optim": "adam", **rate, "adam_beta1": 0.9,
-        "adam_beta2": train.get("adam_beta_2") or 0.999,
+        "adam_beta2": train.adam_beta_2 or 0.999,
     }
 
 
@@ -193,24 +193,24 @@ def peer_model_transformer(model, train):
     inverse-square-root schedule as OpenNMT-py's "noam" (the same formula:
     scale · d^-0.5 · min(n^-0.5, n · warmup^-1.5)). OpenNMT-py 3.5.1 has no post-norm
     Transformer, so the paper's `transformer-base` (post-norm) has no peer here."""
-    if model.get("norm") != "pre":
+    if model.norm != "pre":
         raise SystemExit("peer_opennmt: OpenNMT-py 3.5.1's Transformer is pre-norm; "
-                         f"received norm={model.get('norm')!r}")
-    schedule = train.get("learning_rate_schedule") or {}
+                         f"received norm={model.norm!r}")
+    schedule = train.learning_rate_schedule or {}
     if schedule.get("name") != "inverse_sqrt":
         raise SystemExit("peer_opennmt: the Transformer peer set-up has the inverse-sqrt "
                          f"(noam) schedule; received {schedule!r}")
     return {
         "encoder_type": "transformer", "decoder_type": "transformer",
         "position_encoding": "true", "layer_norm": "standard",
-        "enc_layers": model["encoder_layers"], "dec_layers": model["decoder_layers"],
-        "heads": model["num_heads"], "hidden_size": model["model_dim"],
-        "word_vec_size": model["model_dim"], "transformer_ff": model["ffn_dim"],
-        "dropout": [model["dropout"]], "attention_dropout": [model["attention_dropout"]],
+        "enc_layers": model.encoder_layers, "dec_layers": model.decoder_layers,
+        "heads": model.num_heads, "hidden_size": model.model_dim,
+        "word_vec_size": model.model_dim, "transformer_ff": model.ffn_dim,
+        "dropout": [model.dropout], "attention_dropout": [model.attention_dropout],
         "param_init": 0, "param_init_glorot": "true",
         "optim": "adam", "learning_rate": schedule.get("scale", 1.0), "decay_method": "noam",
         "warmup_steps": schedule["warmup_steps"], "adam_beta1": 0.9,
-        "adam_beta2": train.get("adam_beta_2") or 0.999,
+        "adam_beta2": train.adam_beta_2 or 0.999,
     }
 
 
@@ -256,13 +256,13 @@ def peer_env():
     return env
 
 
-def run_peer(args, preset, data, seed, run_dir, steps, log=print):
+def run_peer(args, config, data, seed, run_dir, steps, log=print):
     """Train the peer, decode each checkpoint on dev; returns the peer's result dict."""
     bin_dir = os.path.dirname(args.peer_python)
     os.makedirs(run_dir, exist_ok=True)
     config_path = os.path.join(run_dir, "config.yaml")
     with open(config_path, "w", encoding="utf-8") as f:
-        f.write(_yaml(peer_config(preset, data, run_dir, steps, args.eval_every, seed)) + "\n")
+        f.write(_yaml(peer_config(config, data, run_dir, steps, args.eval_every, seed)) + "\n")
     log_path = os.path.join(run_dir, "train.log")
     final = os.path.join(run_dir, f"model_step_{steps}.pt")
     if not os.path.exists(final):
@@ -545,10 +545,10 @@ def main(argv=None):
 
     setup(None)
     from tf_outheads_zoo.commands import parse_overrides
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
 
     overrides = parse_overrides(args.set)
-    preset = get_preset(args.preset, overrides)
+    config = preset_config(args.preset, overrides)
     machine = machine_info()
     data = prepare_data(args.preset, overrides, args.runs_dir, args.work_dir)
     data["references"] = {"dev": data["splits"]["dev"].targets}
@@ -566,7 +566,7 @@ def main(argv=None):
         if args.only in (None, "ours"):
             ours_dir, entry["ours"] = run_ours(args, seed, args.steps)
         if args.only in (None, "peer"):
-            entry["peer"] = run_peer(args, preset, data, seed, peer_dir, args.steps)
+            entry["peer"] = run_peer(args, config, data, seed, peer_dir, args.steps)
         if args.only is None:
             entry["decode"] = decode_speeds(args, data, ours_dir, peer_dir, args.steps)
             entry["train_ratio"] = (entry["ours"]["train_tokens_per_second"]
@@ -575,7 +575,7 @@ def main(argv=None):
                                      / entry["decode"]["peer_sentences_per_second"])
             if args.ct2:
                 entry["ct2_int8_ratio"] = entry["decode"]["ct2_int8_ratio"]
-            add_flops(entry, preset["model"], vocab_size, train_lengths, peak)
+            add_flops(entry, config.model, vocab_size, train_lengths, peak)
         results[seed] = entry
     fields = {"preset": args.preset, "results": results, "matmul_peak_gflops": peak,
               "train_lengths": train_lengths}

@@ -128,11 +128,11 @@ def summarize(events):
 def main(args):
     started = time.perf_counter()
     info = machine_info()
-    model, source_tokenizer, target_tokenizer, preset, description, dev = (
+    model, source_tokenizer, target_tokenizer, config, description, dev = (
         load_model_and_split(args))
     sentences = dev.sources[:args.sentences]
     translator = Translator(model, source_tokenizer, target_tokenizer,
-                            batch_size=args.batch_size, **length_options(preset))
+                            batch_size=args.batch_size, **length_options(config))
     translator.translate(sentences)  # tracing
     began = time.perf_counter()
     translator.translate(sentences)

@@ -123,8 +123,8 @@ def time_products(shapes, rows, repeats):
     return table
 
 
-def greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, references):
-    options = length_options(preset)
+def greedy(args, model, source_tokenizer, target_tokenizer, config, sentences, references):
+    options = length_options(config)
     quantized = quantized_copy(model)
     translators = {name: Translator(m, source_tokenizer, target_tokenizer,
                                     batch_size=args.batch_size, **options)
@@ -154,7 +154,7 @@ def greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, r
 def main(args):
     started = time.perf_counter()
     info = machine_info()
-    model, source_tokenizer, target_tokenizer, preset, description, split = (
+    model, source_tokenizer, target_tokenizer, config, description, split = (
         load_model_and_split(args, args.split))
     sentences, references = split.sources[:args.sentences], split.targets[:args.sentences]
     shapes = step_shapes(model, target_tokenizer.vocab_size)
@@ -164,7 +164,7 @@ def main(args):
     for row in products:
         print(f"{row['product']:<34}" + "".join(
             f"{row[v]:>14.3f}" if row[v] is not None else f"{'-':>14}" for v in VARIANTS))
-    rows = greedy(args, model, source_tokenizer, target_tokenizer, preset, sentences, references)
+    rows = greedy(args, model, source_tokenizer, target_tokenizer, config, sentences, references)
     print(f"\n(b) greedy Translator, {len(sentences)} {args.split} sentences, batches of "
           f"{args.batch_size}, {args.repeats} passes each")
     print(f"{'model':<10}{'s (median)':>12}{'sent/s':>10}{'pieces/s':>10}{'= float':>9}"

@@ -80,22 +80,22 @@ def run_table(options, log=print):
 
     from tf_outheads import data
     from tf_outheads.metrics import hubness
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
     from tf_outheads_zoo.splits import read_split
 
-    preset = get_preset(options.preset)
-    vector_config = preset["data"].get("target_vectors") or {}
+    config = preset_config(options.preset)
+    vector_config = config.data.target_vectors or {}
     dim = options.dim or vector_config.get("dim", 300)
     epochs = options.epochs or vector_config.get("epochs", 5)
-    vocab_size = options.vocab_size or preset["data"]["vocab_size"]
-    seed = preset["train"]["seed"]
-    train = read_split(preset["data"], "train", log=lambda *_: None)
+    vocab_size = options.vocab_size or config.data.vocab_size
+    seed = config.train.seed
+    train = read_split(config.data, "train", log=lambda *_: None)
     if options.sentences:
         train = train.select(range(min(options.sentences, len(train))))
     cache = HERE / ".cache" / f"vmf_table_{options.preset}_{vocab_size}_{len(train)}"
     _, tokenizer = data.build_tokenizers(
         train.sources, train.targets, cache, vocab_size=vocab_size,
-        joint=preset["data"]["joint_vocabulary"], model_type=preset["data"]["tokenizer_type"],
+        joint=config.data.joint_vocabulary, model_type=config.data.tokenizer_type,
         seed=seed)
     rows = []
     for model in options.models.split(","):

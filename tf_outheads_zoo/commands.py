@@ -62,7 +62,7 @@ def train(args):
             overrides[f"train.{name}"] = getattr(args, name)
     from tf_outheads_zoo.presets import DEFAULT_PRESET
 
-    # With --config, resolve_preset refuses --preset as well (before anything is written).
+    # With --config, resolve_run_config refuses --preset as well (before anything is written).
     if args.config is not None:
         default_name = os.path.splitext(os.path.basename(args.config))[0]
     else:
@@ -115,12 +115,12 @@ def translate(args):
     from tf_outheads.metrics import read_lines, split_lines
     from tf_outheads_zoo.runs import load_run
 
-    model, source_tokenizer, target_tokenizer, preset = load_run(args.run_dir)
+    model, source_tokenizer, target_tokenizer, config = load_run(args.run_dir)
     # Lines end at "\n" only, for a file and for standard input alike (not at U+2028,
     # form feeds or U+0085, which str.splitlines would split on).
     sources = (read_lines(args.input) if args.input != "-"
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
-    settings = _decode_settings(preset["decode"], args)
+    settings = _decode_settings(config.decode.options(), args)
     n_best = args.n_best or 1
     if n_best > settings.get("beam_size", 1):
         raise CommandError(f"--n-best {n_best} needs a beam at least as wide: give "
@@ -262,7 +262,7 @@ def export(args):
 
 def evaluate(args):
     from tf_outheads.metrics import evaluate_translations, format_report, read_lines
-    from tf_outheads_zoo.presets import DEFAULT_PRESET, get_preset
+    from tf_outheads_zoo.presets import DEFAULT_PRESET, preset_config
     from tf_outheads_zoo.splits import read_split
 
     hypotheses = read_lines(args.hypotheses)
@@ -273,20 +273,24 @@ def evaluate(args):
         # Score against the corpus exactly as training reads it: the run's own
         # data settings when --run-dir is given, else the default preset's.
         if args.run_dir:
-            from tf_outheads_zoo.stored import read_stored_preset
+            from tf_outheads_zoo.runs import RunDirectoryError, stored_run
 
-            data_config = read_stored_preset(os.path.join(args.run_dir, "preset.json"))[1]["data"]
+            stored = stored_run(args.run_dir)
+            if stored is None:
+                raise RunDirectoryError(f"{args.run_dir}: not a run directory (no run.json, "
+                                        "written by `tf-outheads train`)")
+            data_config = stored[1].data
         else:
-            data_config = get_preset(DEFAULT_PRESET)["data"]
+            data_config = preset_config(DEFAULT_PRESET).data
+        changes = {}
         for key, value in (("corpus", args.corpus), ("source_column", args.source_column),
                            ("target_column", args.target_column),
                            ("reference_columns", args.reference_columns)):
             if value is not None:
-                data_config[key] = value
-                data_config[args.split] = None  # the split of the corpus given here
+                changes.update({key: value, args.split: None})  # the split of this corpus
         if args.keep_boilerplate:
-            data_config["strip_target_suffixes"] = []
-        corpus = read_split(data_config, args.split)
+            changes["strip_target_suffixes"] = []
+        corpus = read_split(dataclasses.replace(data_config, **changes), args.split)
         primary = corpus.target_name
         references = corpus.reference_streams()
     # evaluate_translations refuses streams whose line count differs from the

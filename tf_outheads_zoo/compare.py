@@ -74,7 +74,7 @@ def _summary(run_dir, label):
 
 
 def run_references(run_dir, split):
-    """The reference stream a run was scored against on `split` (its preset's corpus,
+    """The reference stream a run was scored against on `split` (its settings' corpus,
     target column, known boilerplate stripped: `tf_outheads_zoo.splits.read_split`), or the
     `<split>.ref` file of a run record (`tf_outheads_zoo.study.record_run`)."""
     from tf_outheads.metrics import read_lines
@@ -83,12 +83,13 @@ def run_references(run_dir, split):
     recorded = os.path.join(run_dir, f"{split}.ref")
     if os.path.exists(recorded):
         return read_lines(recorded)
-    path = os.path.join(run_dir, "preset.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: not a run directory (written by `tf-outheads train`)")
-    with open(path, encoding="utf-8") as f:
-        data_config = json.load(f)["data"]
-    return read_split(data_config, split, log=lambda *_: None).targets
+    from tf_outheads_zoo.runs import stored_run
+
+    stored = stored_run(run_dir)  # through the schema, as the run read its data
+    if stored is None:
+        raise FileNotFoundError(f"{os.path.join(run_dir, 'run.json')}: not a run directory "
+                                "(written by `tf-outheads train`)")
+    return read_split(stored[1].data, split, log=lambda *_: None).targets
 
 
 def significance_table(run_dirs, labels, split, test="bs", samples=1000):

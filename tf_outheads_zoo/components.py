@@ -20,20 +20,12 @@ from tf_outheads import data as tfo_data
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.metrics.hubness import hubness
 from tf_outheads.registry import HEADS, LEARNING_RATE_SCHEDULES, LOSSES, OPTIMIZERS
-from tf_outheads_zoo.config import RunConfig
 from tf_outheads_zoo.schema import TARGET_VECTOR_DEFAULTS, ConfigError
-
-
-def run_config(preset):
-    """`preset` as a `RunConfig`: itself, or a plain preset dict (`RunConfig.to_dict`'s
-    layout, what `get_preset` returns) read through the schema."""
-    return preset if isinstance(preset, RunConfig) else RunConfig.from_dict(preset)
 
 
 def check_components(config):
     """Look up every registered name `config` gives; `ConfigError` naming the setting,
     the registered names and the closest one for a name nobody registered."""
-    config = run_config(config)
     head = config.model.head
     names = [(HEADS, head["class_name"] if isinstance(head, dict) else head),
              (OPTIMIZERS, config.train.optimizer)]
@@ -80,21 +72,21 @@ def _check_arguments(cls, options, setting):
                               f". Received: {setting}.{key}={options[key]!r}")
 
 
-def model_arguments(preset):
+def model_arguments(config):
     """`(model class, keyword arguments)` of a configuration's model section: its
     `model_type` picks the class (`ModelConfig.model_class`), the other keys are the
     class's arguments."""
-    model = run_config(preset).model
+    model = config.model
     return model.model_class(), model.arguments()
 
 
-def build_model(preset, source_vocabulary_size, target_vocabulary_size):
-    """The model of `preset` (a `RunConfig` or a plain preset dict)."""
-    model_cls, arguments = model_arguments(preset)
+def build_model(config, source_vocabulary_size, target_vocabulary_size):
+    """The model of `config` (a `RunConfig`: `preset_config(name)`, a run's settings)."""
+    model_cls, arguments = model_arguments(config)
     return model_cls(source_vocabulary_size, target_vocabulary_size, **arguments)
 
 
-def learning_rate(preset):
+def learning_rate(config):
     """The learning rate: `train.learning_rate`, or its schedule.
 
     `train.learning_rate_schedule` (optional): `None`, or a registered schedule
@@ -102,7 +94,6 @@ def learning_rate(preset):
     (`tf_outheads.training.InverseSquareRootSchedule`; its `model_dim` defaults to
     the model's width, `ModelConfig.width`). A schedule replaces `train.learning_rate`.
     """
-    config = run_config(preset)
     schedule = config.train.learning_rate_schedule
     if not schedule:
         if config.train.learning_rate is None:
@@ -115,7 +106,7 @@ def learning_rate(preset):
     return LEARNING_RATE_SCHEDULES.lookup(schedule.get("name"))(**options)
 
 
-def build_optimizer(preset):
+def build_optimizer(config):
     """The optimizer `train.optimizer` names (a registered one; default Keras' Adam).
 
     `train` keys: `learning_rate` or `learning_rate_schedule` (see
@@ -127,7 +118,6 @@ def build_optimizer(preset):
     `max_grad_norm`, fairseq's `--clip-norm`). At most one of the two
     clipping keys may be set (`RunConfig.check_across`).
     """
-    config = run_config(preset)
     train = config.train
     # Adam's own keys only when set (None: Keras' defaults), so that any registered
     # Keras optimizer can be named.
@@ -140,14 +130,12 @@ def build_optimizer(preset):
 
 def training_loss(train_config):
     """`compile_for_translation` keywords for the losses of `train_config` (a
-    `TrainConfig`, or a preset's plain `train` dict).
+    `TrainConfig`, `RunConfig.train`).
 
     The output layer's loss (`_output_loss`) and, with `train.rewe`
     (`{"weight": λ, "distance": "cosine" | "mse"}`, Eq. 7 of ReWE), the ReWE
     loss of a model built with `model.rewe`.
     """
-    if isinstance(train_config, dict):
-        train_config = RunConfig().updated({"train": train_config}, "train").train
     keywords = _output_loss(train_config)
     rewe = train_config.rewe
     if rewe:
@@ -178,7 +166,7 @@ def prepare_target_vectors(data_config, train, target_tokenizer, run_dir, seed, 
     is logged and written with the counts to `run_dir/target_table.json` (estimated
     from `HUBNESS_QUERIES` query rows for a larger table).
     """
-    options = {**TARGET_VECTOR_DEFAULTS, **(data_config.get("target_vectors") or {})}
+    options = {**TARGET_VECTOR_DEFAULTS, **(data_config.target_vectors or {})}
     path = options["path"]
     if not path:
         path = os.path.join(run_dir, "target_vectors.vec")

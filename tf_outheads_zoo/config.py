@@ -1,4 +1,4 @@
-"""The run configuration: one typed schema for presets, `--set`, run files and `preset.json`.
+"""The run configuration: one typed schema for presets, `--set`, run files and `run.json`.
 
 A run is configured by four sections, each a frozen dataclass whose fields are
 its keys (type, default, one-line doc): `DataConfig` (corpus, cleaning,
@@ -13,9 +13,9 @@ description. Everything that reads settings goes through the same checks:
 - `--set section.key=value` and other dotted overrides, `RunConfig.with_overrides`;
 - a user's run file (YAML or JSON, an optional `preset:` base),
   `tf_outheads_zoo.stored.load_run_config`;
-- a run directory's stored `preset.json`, `tf_outheads_zoo.stored.read_stored_preset`
-  (`RunConfig.from_dict(stored=True)`): a key the file lacks gets the value the code
-  used before the key existed (`legacy`).
+- a run directory's stored `run.json` (`preset.json` in older ones),
+  `tf_outheads_zoo.stored.read_stored_run` (`RunConfig.from_dict(stored=True)`): a key
+  the file lacks gets the value the code used before the key existed (`legacy`).
 
 The fields' building blocks (`setting`, `ConfigError`, coercion and value checks) are
 in `tf_outheads_zoo.schema`; reading run files and stored presets, in
@@ -26,9 +26,9 @@ An unknown key is refused with the section's valid keys and the closest one;
 a key of the other model type says which type it belongs to; values are
 checked (and numbers coerced) against the field's type and choices.
 
-`RunConfig.to_dict()` is the plain nested dict the rest of the zoo reads
-(`tf_outheads_zoo.train`, the CLI): `model` holds `model_type` and the keyword arguments of
-the model class (`tf_outheads_zoo.components.model_arguments` splits them).
+The zoo passes the `RunConfig` from the CLI to the builders (`tf_outheads_zoo.train`,
+`tf_outheads_zoo.components`); `RunConfig.to_dict()` is its plain nested dict, what a run
+directory stores (`run.json`) and what is printed or compared as JSON.
 """
 
 import copy
@@ -256,6 +256,10 @@ class DecodeConfig:
                               "< 0: longer outputs", check=check_eos_bias_setting)
     block_repeats: bool = setting(False, "decoding never outputs a piece right after itself")
 
+    def options(self):
+        """The section as keyword arguments (`Translator(**options)`, `export_options`)."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
 
 SECTION_CONFIGS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
 
@@ -416,7 +420,7 @@ class RunConfig:
     def from_dict(cls, values, source="configuration", stored=False):
         """The config of a plain `{description?, imports?, data, model, train, decode}`
         dict (`to_dict`'s layout). Its `imports` are imported first. Keys it lacks get the defaults, or with
-        `stored=True` (a run directory's `preset.json`) their `legacy` values."""
+        `stored=True` (a run directory's `run.json`) their `legacy` values."""
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: expected a mapping with the sections "
                               f"{', '.join(SECTIONS)}. Received: {type(values).__name__}")
@@ -456,7 +460,7 @@ class RunConfig:
             self, imports=self.imports + tuple(m for m in modules if m not in self.imports))
 
     def to_dict(self):
-        """The plain nested dict the zoo reads: `{description, data, model, train, decode}`,
+        """The plain nested dict (stored, printed): `{description, data, model, train, decode}`,
         and `imports` when there are any.
 
         `model` holds `model_type` and the model class's keyword arguments (its
@@ -482,7 +486,7 @@ class RunConfig:
 def import_components(modules, source="configuration"):
     """Import `modules` (names of importable modules: installed, or on `PYTHONPATH`), which
     register a run's own model types, heads, losses, optimizers or schedules; returns
-    them as a tuple. A run file's `imports:` and a stored `preset.json`'s go through here,
+    them as a tuple. A run file's `imports:` and a stored `run.json`'s go through here,
     so `train`, `translate`, `export` and the studies know the same names.
 
     Raises:
@@ -503,17 +507,10 @@ def import_components(modules, source="configuration"):
     return tuple(modules)
 
 
-def apply_overrides(preset, overrides, name):
-    """The plain preset dict `preset` (named `name` in errors) with dotted overrides
-    applied, checked against the schema; returns a new dict (`RunConfig.to_dict`)."""
-    source = f"preset {name!r}"
-    return RunConfig.from_dict(preset, source).with_overrides(overrides, source).to_dict()
-
-
 # -- data sets ----------------------------------------------------------------------------------
 
 def data_set(data_config, split):
-    """Where the `split` set ("train", "dev" or "test") of the plain data dict comes from.
+    """Where the `split` set ("train", "dev" or "test") of a `DataConfig` comes from.
 
     Returns one of:
 
@@ -526,10 +523,10 @@ def data_set(data_config, split):
     Raises:
         ConfigError: naming `data.<split>`, for a mapping that is neither form.
     """
-    value = data_config.get(split)
-    tsv = {"kind": "tsv", "path": data_config["corpus"], "split": split,
-           "source": data_config["source_column"], "target": data_config["target_column"],
-           "references": list(data_config["reference_columns"])}
+    value = getattr(data_config, split)
+    tsv = {"kind": "tsv", "path": data_config.corpus, "split": split,
+           "source": data_config.source_column, "target": data_config.target_column,
+           "references": list(data_config.reference_columns)}
     if value is None:
         return tsv
     entries = check_data_set(value, f"data.{split}")

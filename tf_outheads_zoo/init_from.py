@@ -37,6 +37,7 @@ new pieces get vectors trained on the new data and rotated into the parent's spa
 (`tf_outheads.data.align_word_vectors`).
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -45,9 +46,9 @@ from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
 from tf_outheads.models.weight_transfer import transfer_weights
 from tf_outheads.training import backup as tfo_backup
-from tf_outheads_zoo.model_config import MODEL_TYPES
-from tf_outheads_zoo.runs import (PRESET_FILE, RunDirectoryError, load_model_file, load_run,
-                                  stored_preset, write_json)
+from tf_outheads_zoo.runs import (RunDirectoryError, load_model_file, load_run, stored_run,
+                                  write_json)
+from tf_outheads_zoo.stored import RUN_FILE
 from tf_outheads_zoo.schema import ConfigError
 from tf_outheads_zoo.run_pairs import PAIRS_FILE
 
@@ -61,24 +62,24 @@ VOCABULARY_KEYS = ("vocab_size", "joint_vocabulary", "tokenizer_type")
 
 
 def parent_run(parent_dir):
-    """The stored preset of the trained run `parent_dir` (`{"name", ...}`).
+    """`(preset name or None, RunConfig)` the trained run `parent_dir` stores (`stored_run`).
 
     Raises:
-        RunDirectoryError: naming `parent_dir`, if it holds no trained model or preset.
+        RunDirectoryError: naming `parent_dir`, if it holds no trained model or settings.
     """
     parent_dir = os.fspath(parent_dir)
     model = os.path.join(parent_dir, "model.keras")
-    preset = stored_preset(parent_dir) if os.path.isdir(parent_dir) else None
-    if preset is None or not os.path.exists(model):
-        missing = PRESET_FILE if preset is None and os.path.isdir(parent_dir) else "model.keras"
+    stored = stored_run(parent_dir) if os.path.isdir(parent_dir) else None
+    if stored is None or not os.path.exists(model):
+        missing = RUN_FILE if stored is None and os.path.isdir(parent_dir) else "model.keras"
         raise RunDirectoryError(
             f"train.init_from={parent_dir!r}: not a trained run directory (no {missing}"
             f"{'' if os.path.isdir(parent_dir) else '; the directory does not exist'}). "
             "Give the run directory of a finished `tf-outheads train`.")
-    return preset
+    return stored
 
 
-def check_compatible(parent, preset, parent_dir):
+def check_compatible(parent, config, parent_dir):
     """Refuses a child whose model or pieces differ from its parent's (before anything is
     written; `check_parent_files` checks the parent's files).
 
@@ -86,18 +87,19 @@ def check_compatible(parent, preset, parent_dir):
         ConfigError: naming every `model.*` and `data.*` key that differs, both values
             of the first ones, and the parent's directory.
     """
-    update = preset["train"].get("update_vocab")
-    if update and preset["train"].get("init_optimizer"):
+    update = config.train.update_vocab
+    if update and config.train.init_optimizer:
         raise ConfigError("train.update_vocab with train.init_optimizer: the parent's Adam "
                           "moments belong to its pieces; a vocabulary update starts a fresh "
                           "optimizer (drop --init-optimizer).")
-    keys = [("model", key) for key in sorted(set(parent["model"]) | set(preset["model"]))]
+    parent, child = _json(parent.to_dict()), _json(config.to_dict())
+    keys = [("model", key) for key in sorted(set(parent["model"]) | set(child["model"]))]
     keys += [("data", key) for key in VOCABULARY_KEYS if not (update and key == "vocab_size")]
     differ = [(section, key) for section, key in keys
-              if _json(parent[section].get(key)) != _json(preset[section].get(key))]
+              if parent[section].get(key) != child[section].get(key)]
     if differ:
-        shown = "; ".join(f"{s}.{k}: {_json(parent[s].get(k))!r} in the parent, "
-                          f"{_json(preset[s].get(k))!r} here" for s, k in differ[:4])
+        shown = "; ".join(f"{s}.{k}: {parent[s].get(k)!r} in the parent, "
+                          f"{child[s].get(k)!r} here" for s, k in differ[:4])
         raise ConfigError(
             f"train.init_from={parent_dir!r}: this run's model differs from its parent's in "
             f"{', '.join(f'{s}.{k}' for s, k in differ)} ({shown}). A run initialised from "
@@ -155,17 +157,17 @@ def inherit(parent_dir, run_dir, update_vocab=None, log=print):
         tfo_backup.write_atomically(model, lambda path: shutil.copyfile(
             os.path.join(parent_dir, "model.keras"), path))
         copied.append(f"model.keras → {INIT_MODEL}")
-    parent = stored_preset(parent_dir)
+    parent_name = stored_run(parent_dir)[0]
     results = os.path.join(parent_dir, "results.json")
     steps = None
     if os.path.exists(results):
         with open(results, encoding="utf-8") as f:
             steps = json.load(f).get("steps")
-    record = {"run_dir": parent_dir, "preset": parent.get("name"), "steps": steps,
+    record = {"run_dir": parent_dir, "preset": parent_name, "steps": steps,
               "update_vocab": update_vocab,
               "model_sha256": tfo_backup.sha256_of_file(model), "inherited": copied}
     tfo_backup.write_atomically(record_path, lambda path: write_json(path, record))
-    log(f"[init] from {parent_dir} ({parent.get('name')}, {steps} steps): "
+    log(f"[init] from {parent_dir} ({parent_name}, {steps} steps): "
         f"{', '.join(copied)}")
     return record
 
@@ -179,9 +181,9 @@ def updated_tokenizers(data_config, train, run_dir, seed, mode, log=print):
     parents = tfo_data.load_tokenizers(os.path.join(run_dir, PARENT_DIR))
     news = tfo_data.build_tokenizers(
         train.sources, train.targets, os.path.join(run_dir, NEW_DIR),
-        vocab_size=data_config["vocab_size"], joint=data_config["joint_vocabulary"],
-        model_type=data_config["tokenizer_type"], seed=seed)
-    joint = data_config["joint_vocabulary"]
+        vocab_size=data_config.vocab_size, joint=data_config.joint_vocabulary,
+        model_type=data_config.tokenizer_type, seed=seed)
+    joint = data_config.joint_vocabulary
     names = (("spm_joint.model",) * 2 if joint else ("spm_source.model", "spm_target.model"))
     record = {"format": 1, "update_vocab": mode, "source_model": names[0],
               "target_model": names[1]}
@@ -221,7 +223,7 @@ def inherited_model_config(model_config, run_dir, maps=(None, None), tokenizers=
     `word_pairs.tsv` (the parent's pairs, not pairs of the child's new data); after a
     vocabulary update (`maps`, `tokenizers`), the parent's pairs whose two pieces are
     kept, in the child's ids."""
-    spec = model_config.get("shared_private")
+    spec = model_config.shared_private
     if not isinstance(spec, dict) or spec.get("pairs") != "auto":
         return model_config
     spec = {key: value for key, value in spec.items() if key != "threshold"}
@@ -229,7 +231,7 @@ def inherited_model_config(model_config, run_dir, maps=(None, None), tokenizers=
     if maps[0] is not None and not os.path.exists(path):
         pairs = tfo_data.WordPairs.load(os.path.join(run_dir, PARENT_DIR, PAIRS_FILE))
         pairs.remapped(*maps, *(t.vocabulary() for t in tokenizers)).save(path)
-    return {**model_config, "shared_private": {**spec, "pairs": path}}
+    return dataclasses.replace(model_config, shared_private={**spec, "pairs": path})
 
 
 def aligned_target_vectors(data_config, train, target_tokenizer, run_dir, seed, log=print):
@@ -239,7 +241,7 @@ def aligned_target_vectors(data_config, train, target_tokenizer, run_dir, seed, 
     parent's trained vectors (`data.target_vectors.path` given: the user's file)."""
     from tf_outheads_zoo.schema import TARGET_VECTOR_DEFAULTS
 
-    options = {**TARGET_VECTOR_DEFAULTS, **(data_config.get("target_vectors") or {})}
+    options = {**TARGET_VECTOR_DEFAULTS, **(data_config.target_vectors or {})}
     parent_vectors = os.path.join(run_dir, PARENT_DIR, TARGET_VECTORS_FILE)
     path = os.path.join(run_dir, TARGET_VECTORS_FILE)
     if options["path"] or os.path.exists(path) or not os.path.exists(parent_vectors):
@@ -259,7 +261,7 @@ def aligned_target_vectors(data_config, train, target_tokenizer, run_dir, seed, 
         f"cosine {report['cosine']})")
 
 
-def load_parent_weights(model, run_dir, preset, maps=(None, None)):
+def load_parent_weights(model, run_dir, config, maps=(None, None)):
     """Sets the built `model`'s variables from `run_dir/init_model.keras`, moving
     piece-indexed rows by `maps` (`piece_maps`) after a vocabulary update; returns
     `transfer_weights`' report.
@@ -267,7 +269,7 @@ def load_parent_weights(model, run_dir, preset, maps=(None, None)):
     Raises:
         ConfigError: naming the variable or table that does not fit.
     """
-    MODEL_TYPES[preset["model"]["model_type"]].model_class()  # registers the class
+    config.model.model_class()  # registers the class
     path = os.path.join(run_dir, INIT_MODEL)
     parent = load_model_file(path, compile=False, remedy=(
         f"it is this run's copy of its parent's model.keras: delete it and {INIT_FILE} to "

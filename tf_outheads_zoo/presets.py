@@ -3,7 +3,8 @@
 A preset is a parent (another preset, a shared base below, or the schema's
 defaults, `tf_outheads_zoo.config`) and the keys it changes, checked against the schema
 when it is defined, with a comment saying where the values come from.
-`get_preset(name, overrides)` returns its plain dict of four sections, `data`
+`preset_config(name, overrides)` returns its `RunConfig` (`get_preset` the same as a
+plain dict, to print or store) of four sections, `data`
 (corpus, cleaning, tokenizer, batching), `model` (keyword arguments of the zoo
 model), `train` (optimizer, loss, schedule) and `decode`, with dotted overrides
 applied (`{"train.max_minutes": 5}`); every key of `tf_outheads_zoo/config.py` can be set
@@ -12,13 +13,13 @@ on every preset it applies to.
 
 import copy
 
-from tf_outheads_zoo.config import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS, RunConfig, apply_overrides
+from tf_outheads_zoo.config import BIBLE_WEB_ARTIFACTS, EMBEDDED_CORPUS, RunConfig
 from tf_outheads_zoo.schema import ConfigError
 
-# The corpus constants, `ConfigError` and `apply_overrides` live in `tf_outheads_zoo.config`;
+# The corpus constants and `ConfigError` live in `tf_outheads_zoo.config`;
 # importing them from here keeps working.
 __all__ = ["BIBLE_WEB_ARTIFACTS", "DEFAULT_PRESET", "EMBEDDED_CORPUS", "PAPPAS_HEADS",
-           "PRESETS", "PRESET_CONFIGS", "ConfigError", "apply_overrides", "define", "derive",
+           "PRESETS", "PRESET_CONFIGS", "ConfigError", "define", "derive",
            "get_preset", "preset_config"]
 
 # Presets by name, typed (`RunConfig`); `PRESETS` holds their plain dicts.
@@ -453,18 +454,10 @@ PRESETS = {name: config.to_dict() for name, config in PRESET_CONFIGS.items()}
 
 
 def preset_config(name, overrides=None):
-    """The `RunConfig` of preset `name` with dotted overrides applied (see `get_preset`)."""
-    if name not in PRESET_CONFIGS:
-        raise ValueError(f"Unknown preset. Available: {sorted(PRESET_CONFIGS)}. "
-                         f"Received: preset={name!r}")
-    return PRESET_CONFIGS[name].with_overrides(overrides, f"preset {name!r}")
-
-
-def get_preset(name, overrides=None):
-    """The plain dict of preset `name` (a fresh copy) with dotted overrides applied.
+    """The `RunConfig` of preset `name` with dotted overrides applied.
 
     Args:
-        name: str, a key of `PRESETS`.
+        name: str, a key of `PRESET_CONFIGS`.
         overrides: dict `"section.key" → value`, e.g. `{"train.max_minutes": 2}`;
             checked and coerced against the schema (`tf_outheads_zoo.config`).
 
@@ -473,4 +466,13 @@ def get_preset(name, overrides=None):
             override naming an unknown key (the section's valid keys are listed),
             a key of another model type, or a value of the wrong type.
     """
+    if name not in PRESET_CONFIGS:
+        raise ValueError(f"Unknown preset. Available: {sorted(PRESET_CONFIGS)}. "
+                         f"Received: preset={name!r}")
+    return PRESET_CONFIGS[name].with_overrides(overrides, f"preset {name!r}")
+
+
+def get_preset(name, overrides=None):
+    """`preset_config(name, overrides)` as a plain dict (`RunConfig.to_dict`, a fresh
+    copy): to print, compare or store. What reads settings takes the `RunConfig`."""
     return preset_config(name, overrides).to_dict()

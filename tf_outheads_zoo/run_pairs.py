@@ -9,6 +9,7 @@ them to `<run>/word_pairs.tsv`, which later runs in the same directory reuse
 when the tokenizers are the same.
 """
 
+import dataclasses
 import hashlib
 import os
 
@@ -48,7 +49,7 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
     a joint vocabulary). Other values pass through; `threshold` is dropped.
 
     Args:
-        model_config: the preset's `model` section (not modified).
+        model_config: the run's `ModelConfig` (`RunConfig.model`; a copy is returned).
         train: `ParallelCorpus`, the training split.
         source_tokenizer, target_tokenizer: the run's `SubwordTokenizer`s.
         run_dir: str. Where `word_pairs.tsv` lives.
@@ -58,7 +59,7 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
             `"identity"` with separate vocabularies.
         tf_outheads.data.PairingError: a threshold outside [0, 1).
     """
-    spec = model_config.get("shared_private")
+    spec = model_config.shared_private
     if spec is None:
         return model_config
     if not isinstance(spec, dict):
@@ -71,9 +72,10 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
             raise ValueError("`shared_private.pairs = 'identity'` (three-way weight tying) "
                              "needs a joint vocabulary: set data.joint_vocabulary = True.")
         pairs = WordPairs.identity(source_tokenizer.vocab_size)
-        return {**model_config, "shared_private": {**spec, "pairs": pairs.get_config()}}
+        return dataclasses.replace(model_config,
+                                   shared_private={**spec, "pairs": pairs.get_config()})
     if spec.get("pairs") != "auto":
-        return {**model_config, "shared_private": spec}
+        return dataclasses.replace(model_config, shared_private=spec)
     path = os.path.join(run_dir, PAIRS_FILE)
     stamp = path + ".fingerprint"
     fingerprint = _fingerprint(train, source_tokenizer, target_tokenizer, threshold)
@@ -86,7 +88,7 @@ def resolve_pairs(model_config, train, source_tokenizer, target_tokenizer, run_d
         with open(stamp, "w", encoding="utf-8") as f:
             f.write(fingerprint + "\n")
         log(f"Word pairs written to {path}")
-    return {**model_config, "shared_private": {**spec, "pairs": path}}
+    return dataclasses.replace(model_config, shared_private={**spec, "pairs": path})
 
 
 def figure_pairs(pairs, count=40, min_length=3):

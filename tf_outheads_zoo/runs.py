@@ -1,8 +1,9 @@
-"""Run directories: the preset a run trains with, its lock, its resume checks, its model.
+"""Run directories: the settings a run trains with, its lock, its resume checks, its model.
 
 What every command on a run directory needs (`train`, `translate`, `evaluate`, `export`,
 `average`, `compare`, `study`) without the training itself (`tf_outheads_zoo.train`):
-`resolve_preset` (the preset of a run, refusing a mismatch), `check_data_files` and
+`resolve_run_config` (the `RunConfig` of a run, refusing a mismatch), `stored_run` (what a
+run directory stores: `run.json`, or an older directory's `preset.json`), `check_data_files` and
 `check_data_fingerprints` (refused before anything is written), `run_directory_lock`,
 `finished_run`, and `save_model` / `load_run` (the trained model with its tokenizers).
 """
@@ -21,10 +22,10 @@ from tf_outheads import data as tfo_data
 from tf_outheads.data.tokenizer import CONFIG_FILENAME as TOKENIZER_FILE
 from tf_outheads.training import backup as tfo_backup
 from tf_outheads_zoo.config import data_set
-from tf_outheads_zoo.model_config import MODEL_TYPES
-from tf_outheads_zoo.presets import DEFAULT_PRESET, apply_overrides, get_preset
+from tf_outheads_zoo.presets import DEFAULT_PRESET, preset_config
 from tf_outheads_zoo.schema import ConfigError
-from tf_outheads_zoo.stored import read_run_config, read_stored_preset
+from tf_outheads_zoo.stored import (LEGACY_RUN_FILE, RUN_FILE, read_run_config, read_stored_run,
+                                    stored_settings_path)
 
 # Settings a resumed run may change: budgets, evaluation, backups, the strategy
 # (every other `data`, `model` and `train` key shapes the model, its variables,
@@ -34,7 +35,6 @@ RESUMABLE_TRAIN_KEYS = frozenset({
     "backup_every_n_steps", "keep_backups", "nonfinite", "max_skipped_share", "max_loss",
     "average_last", "strategy",
     "num_gpus", "jit_compile", "steps_per_execution"})
-PRESET_FILE = "preset.json"
 # The fingerprints of the data files a run reads (`check_data_fingerprints`).
 DATA_FILES = "data_files.json"
 # Inside a run's `.keras` file: the fingerprints of its tokenizers (`save_model`).
@@ -43,32 +43,32 @@ LOCK_FILE = ".lock"
 
 
 class RunDirectoryError(ValueError):
-    """A run directory that cannot take this command: another preset, or in use."""
+    """A run directory that cannot take this command: other settings, or in use."""
 
 
-def stored_preset(run_dir):
-    """The `preset.json` of `run_dir` (`{"name": ..., "data": ..., ...}`), or `None`.
+def stored_run(run_dir):
+    """`(preset name or None, RunConfig)` that `run_dir` stores (`run.json`, or the
+    `preset.json` of a directory written before it), or `None` when it stores neither.
 
-    Read through the schema (`tf_outheads_zoo.stored.read_stored_preset`): a file written
+    Read through the schema (`tf_outheads_zoo.stored.read_stored_run`): a file written
     before a key existed gets the value the run trained with (`data.bucket_width`
     8), so the run resumes as it was trained.
     """
-    path = os.path.join(run_dir, PRESET_FILE)
-    if not os.path.exists(path):
+    path = stored_settings_path(run_dir)
+    if path is None:
         return None
     try:
-        name, preset = read_stored_preset(path)
+        return read_stored_run(path)
     except ConfigError:  # a key the schema does not know: the message names file and key
         raise
     except ValueError as error:
-        raise RunDirectoryError(f"{path}: not a readable preset file ({error})") from None
-    return {"name": name, **preset}
+        raise RunDirectoryError(f"{path}: not a readable settings file ({error})") from None
 
 
 # Settings the files a first start builds before its first step depend on (tokenizer,
 # word pairs, word vectors, a parent's copies): every `data` key but `BATCHING_KEYS`, and
 # these. A directory that took no training step takes new values of any other setting
-# (a first start that failed on a bad one is not stuck: `resolve_preset`).
+# (a first start that failed on a bad one is not stuck: `resolve_run_config`).
 RESOURCE_KEYS = ("train.seed", "train.init_from", "train.update_vocab",
                  "model.shared_private")
 BATCHING_KEYS = ("data.batch_tokens", "data.bucket_width", "data.shuffle_buffer",
@@ -79,7 +79,7 @@ def holds_run(run_dir, tokenizer=True):
     """Whether `run_dir` holds a run: a tokenizer (unless `tokenizer` is False: one
     placed there before training, as a study shares its tokenizer, read no data), a
     backup, training curves, a trained model or results. A directory with only
-    `preset.json` (a first start that failed before its tokenizer was built) holds none."""
+    `run.json` (a first start that failed before its tokenizer was built) holds none."""
     names = ((TOKENIZER_FILE,) if tokenizer else ()) + ("loss_curves.csv", "model.keras",
                                                         "results.json")
     if any(os.path.exists(os.path.join(run_dir, name)) for name in names):
@@ -88,22 +88,23 @@ def holds_run(run_dir, tokenizer=True):
     return os.path.isdir(backup_dir) and bool(tfo_backup.BackupManager(backup_dir).checkpoints())
 
 
-def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=print,
-                   parent=None):
-    """`(name, preset)` for `tf-outheads train` on `run_dir`, refusing a mismatch.
+def resolve_run_config(preset_name, run_dir, overrides=None, run_file=None, log=print,
+                       parent=None):
+    """`(preset name or None, RunConfig)` for `tf-outheads train` on `run_dir`, refusing a
+    mismatch.
 
     With `run_file` (a user's YAML/JSON run file, `tf_outheads_zoo.stored.load_run_config`;
     not together with `preset_name`), the settings are the file's, then `overrides`;
     the name is the file's `preset:` (`None` when it starts from the defaults).
 
-    Without `preset_name`, a run directory that has a `preset.json` supplies
-    its own preset (so `train --run-dir R` resumes R as it was trained), else
-    `parent`'s (a stored preset: the run `train.init_from` names), else the
-    default preset. With one, the stored preset must agree with it, and
+    Without `preset_name`, a run directory that stores its settings (`stored_run`)
+    supplies them (so `train --run-dir R` resumes R as it was trained), else
+    `parent`'s (`(name, RunConfig)` of the run `train.init_from` names), else the
+    default preset. With one, the stored settings must agree with it, and
     with `overrides`, on every setting but `RESUMABLE_TRAIN_KEYS` and the
     `decode` section, when the directory holds a run (`holds_run`). The
-    `preset.json` of a first start that failed before its first training step is
-    replaced by the new settings, with one logged line; where it built its
+    settings of a first start that failed before its first training step are
+    replaced by the new ones, with one logged line; where it built its
     tokenizer already, only if no setting its files depend on differs
     (`RESOURCE_KEYS`, the data section but `BATCHING_KEYS`). Nothing is written.
 
@@ -111,47 +112,49 @@ def resolve_preset(preset_name, run_dir, overrides=None, run_file=None, log=prin
         RunDirectoryError: naming the run directory, both presets and the
             settings that differ.
     """
-    stored = stored_preset(run_dir)
+    stored = stored_run(run_dir)
     if run_file is not None:
         if preset_name is not None:
             raise ConfigError(f"{run_file}: a run file and a preset ({preset_name}) both "
                               "given; name the preset inside the run file (preset: NAME). "
                               f"Received: preset={preset_name!r}, run_file={run_file!r}")
         name, config = read_run_config(run_file, overrides)
-        preset = config.to_dict()
     elif preset_name is None and (stored or parent) is not None:
-        base = stored if stored is not None else parent
-        name = base.get("name") or DEFAULT_PRESET
-        sections = {key: value for key, value in base.items() if key != "name"}
-        preset = apply_overrides(sections, overrides, f"{name} (from "
-                                 f"{run_dir if stored is not None else 'train.init_from'})")
+        name, base = stored if stored is not None else parent
+        name = name or DEFAULT_PRESET
+        source = (f"preset {name!r} (from "
+                  f"{run_dir if stored is not None else 'train.init_from'})")
+        config = base.with_overrides(overrides, source)
     else:
         name = preset_name or DEFAULT_PRESET
-        preset = get_preset(name, overrides)
+        config = preset_config(name, overrides)
     if stored is not None:
-        wanted = json.loads(json.dumps(preset, default=str))
+        stored_name, stored_config = stored
+        wanted = json.loads(json.dumps(config.to_dict(), default=str))
+        before = json.loads(json.dumps(stored_config.to_dict(), default=str))
         differ = sorted(
             f"{section}.{key}"
             for section in ("data", "model", "train")
-            for key in set(wanted.get(section, {})) | set(stored.get(section, {}))
+            for key in set(wanted[section]) | set(before[section])
             if not (section == "train" and key in RESUMABLE_TRAIN_KEYS)
-            and wanted.get(section, {}).get(key) != stored.get(section, {}).get(key))
+            and wanted[section].get(key) != before[section].get(key))
         untrained = not holds_run(run_dir, tokenizer=False)
         if differ and (not holds_run(run_dir) or (
                 untrained and not any(key in RESOURCE_KEYS or (
                     key.startswith("data.") and key not in BATCHING_KEYS) for key in differ))):
-            log(f"[train] {run_dir}: its {PRESET_FILE} is from a start that took no training "
+            log(f"[train] {run_dir}: its {os.path.basename(stored_settings_path(run_dir))} "
+                f"is from a start that took no training "
                 f"step; this command's settings replace it ({', '.join(differ[:8])}"
                 f"{', ...' if len(differ) > 8 else ''})")
         elif differ:
             raise RunDirectoryError(
-                f"{run_dir} holds a run of preset {stored.get('name')!r}; this command asks "
+                f"{run_dir} holds a run of preset {stored_name!r}; this command asks "
                 f"for {name!r} with other settings ({', '.join(differ[:8])}"
                 f"{', ...' if len(differ) > 8 else ''}), which its tokenizer and backups "
                 f"do not fit. Resume it with `tf-outheads train --run-dir {run_dir}` (its own "
-                "preset; budgets, evaluation and backup settings may change), or give a new "
+                "settings; budgets, evaluation and backup settings may change), or give a new "
                 "--run-dir. Nothing was changed.")
-    return name, preset
+    return name, config
 
 
 def data_files(data_config):
@@ -164,7 +167,7 @@ def data_files(data_config):
         spec = data_set(data_config, split)
         key = f"data.{split}"
         if spec["kind"] == "tsv":
-            files.append((f"{key}.tsv" if data_config.get(split) else "data.corpus",
+            files.append((f"{key}.tsv" if getattr(data_config, split) else "data.corpus",
                           spec["path"]))
             continue
         several = len(spec["pairs"]) > 1
@@ -173,7 +176,7 @@ def data_files(data_config):
                 files.append((f"{key}{f'[{index}]' if several else ''}.{side}", path))
         files += [(f"{key}.references[{index}]", path)
                   for index, path in enumerate(spec["references"])]
-    vectors = (data_config.get("target_vectors") or {}).get("path")
+    vectors = (data_config.target_vectors or {}).get("path")
     if vectors:
         files.append(("data.target_vectors.path", vectors))
     seen = set()
@@ -298,17 +301,17 @@ def finished_run(run_dir, backup_dir, train_config):
                if os.path.isdir(backup_dir) else [])
     if backups and backups[-1][0] > steps:
         return None
-    if train_config.get("max_steps") is not None:
-        return results if steps >= train_config["max_steps"] else None
-    if train_config.get("max_minutes") and backups:
+    if train_config.max_steps is not None:
+        return results if steps >= train_config.max_steps else None
+    if train_config.max_minutes and backups:
         state = tfo_backup.verify_backup(backups[-1][1]).get("state") or {}
         seconds = (state.get("callbacks") or {}).get("TimeLimit", {}).get("seconds", 0.0)
-        return results if seconds >= 60.0 * train_config["max_minutes"] else None
+        return results if seconds >= 60.0 * train_config.max_minutes else None
     return None
 
 
 def write_json(path, value):
-    """`value` as indented JSON in `path` (`preset.json`, `data_files.json`, `results.json`)."""
+    """`value` as indented JSON in `path` (`run.json`, `data_files.json`, `results.json`)."""
     with open(path, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=2)
 
@@ -408,22 +411,25 @@ def load_model_file(model_path, compile=True, remedy=DAMAGED_MODEL_REMEDY):
 
 
 def load_run(run_dir):
-    """The trained model and tokenizers of a run directory (checked to belong together),
-    and its preset (`stored_preset`: in today's form, whichever version wrote it)."""
+    """`(model, source tokenizer, target tokenizer, RunConfig)`: the trained model and
+    tokenizers of a run directory (checked to belong together), and its settings
+    (`stored_run`: in today's form, whichever version wrote them)."""
     model_path = os.path.join(run_dir, "model.keras")
     if not os.path.exists(model_path):
         raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
                                 "(train first: tf-outheads train --run-dir ...)")
-    preset = stored_preset(run_dir)  # imports the modules of its own components (imports:)
-    if preset is None:
-        raise FileNotFoundError(f"{os.path.join(run_dir, PRESET_FILE)}: the run's preset is "
-                                "missing (tf-outheads train writes it)")
+    stored = stored_run(run_dir)  # imports the modules of its own components (imports:)
+    if stored is None:
+        raise FileNotFoundError(f"{os.path.join(run_dir, RUN_FILE)}: the run's settings are "
+                                f"missing (tf-outheads train writes them; {LEGACY_RUN_FILE} "
+                                "in older run directories)")
+    config = stored[1]
     # Its model type's class, imported: Keras finds a class only once its module ran.
-    MODEL_TYPES[preset["model"]["model_type"]].model_class()
+    config.model.model_class()
     model = load_model_file(model_path)
     source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
     check_model_tokenizers(model_path, run_dir, source_tokenizer, target_tokenizer)
-    return model, source_tokenizer, target_tokenizer, preset
+    return model, source_tokenizer, target_tokenizer, config
 
 
 def average_run(run_dir, last, output=None):
@@ -458,8 +464,8 @@ def export_run(run_dir, output, **options):
     from tf_outheads.export.atomic import check_export_directory
 
     check_export_directory(output)  # a directory it would not overwrite: before the load
-    model, source_tokenizer, target_tokenizer, preset = load_run(run_dir)
-    settings = export_options(preset["decode"])
+    model, source_tokenizer, target_tokenizer, config = load_run(run_dir)
+    settings = export_options(config.decode.options())
     settings.update({k: v for k, v in options.items() if v is not None})
     return export_translator(model, source_tokenizer, target_tokenizer, output, **settings)
 

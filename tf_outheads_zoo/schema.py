@@ -23,7 +23,7 @@ def setting(default, doc, *, legacy=SAME_AS_DEFAULT, choices=None, keys=None, ch
     Args:
         default: the value when nothing sets the key (copied for lists and dicts).
         doc: str, one line: what the key does (docs/presets.md prints it).
-        legacy: the value for a stored `preset.json` written before the key
+        legacy: the value for a stored `run.json` (`preset.json`) written before the key
             existed (what the code did without it). Defaults to `default`.
         choices: tuple of the allowed values, a callable returning it (a registry
             read when a value is checked), or `None`.

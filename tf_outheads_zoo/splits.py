@@ -1,4 +1,4 @@
-"""The corpus splits of a preset: read in memory, cleaned, or streamed for training.
+"""The corpus splits of a run (its `DataConfig`): read in memory, cleaned, or streamed.
 
 `read_split` (one split, known boilerplate stripped: training, the BLEU callback,
 `evaluate`, `compare` and the study all score against the same references),
@@ -38,7 +38,7 @@ def read_split(data_config, split, log=print):
             ids=[i for part in parts for i in part.ids],
             origin=" + ".join(part.origin for part in parts),
             target_name=parts[0].target_name)
-    suffixes = data_config.get("strip_target_suffixes") or ()
+    suffixes = data_config.strip_target_suffixes or ()
     if suffixes:
         corpus, counts = tfo_data.strip_suffixes(corpus, suffixes, fields=("targets",))
         removed = sum(counts.values())
@@ -61,10 +61,10 @@ def _reference_names(target, references):
 
 
 def cleaning_rules(data_config):
-    """`tf_outheads.data.CleaningRules` of the preset: what `load_splits` and the stream drop."""
-    suffixes = tuple(data_config.get("strip_target_suffixes") or ())
+    """`tf_outheads.data.CleaningRules` of `data_config`: what `load_splits` and the stream drop."""
+    suffixes = tuple(data_config.strip_target_suffixes or ())
     return tfo_data.CleaningRules(
-        max_length=data_config["max_length"], max_length_ratio=data_config["max_length_ratio"],
+        max_length=data_config.max_length, max_length_ratio=data_config.max_length_ratio,
         # Boilerplate left inside a verse (two train verses whose WEB text
         # is only repeated headings) marks a broken pair: drop it, counted.
         drop_containing=suffixes, strip_target_suffixes=suffixes)
@@ -79,7 +79,7 @@ def load_splits(data_config, log=print):
 
 
 def load_train_split(data_config, log=print):
-    """The training split in memory, cleaned by the preset's rules (`cleaning_rules`)."""
+    """The training split in memory, cleaned by its rules (`cleaning_rules`)."""
     train = read_split(data_config, "train", log=log)
     rules = cleaning_rules(data_config)
     cleaned, report = tfo_data.clean(
@@ -105,7 +105,8 @@ def _sample(corpus, size, seed):
 
 
 class TrainingData:
-    """The training set of a preset: in memory (a TSV split), or streamed from text files.
+    """The training set of a run (its `DataConfig`): in memory (a TSV split), or streamed
+    from text files.
 
     `sample` is what SentencePiece (and word alignment, word vectors) learn
     from: the cleaned pairs, or a seeded sample of `data.tokenizer_sample` of
@@ -118,7 +119,7 @@ class TrainingData:
         self.data_config = data_config
         spec = data_set(data_config, "train")
         self.streamed = spec["kind"] == "files"
-        sample_size = data_config.get("tokenizer_sample")
+        sample_size = data_config.tokenizer_sample
         if self.streamed:
             self.rules = cleaning_rules(data_config)
             scan = tfo_data.scan_parallel_files(
@@ -150,12 +151,12 @@ class TrainingData:
         data_config = self.data_config
         if num_shards > 1 and not self.streamed:
             raise ValueError("Only a streamed training set is read in shards.")
-        batching = dict(batch_tokens=data_config["batch_tokens"] // num_shards,
-                        max_length=data_config["max_sequence_length"],
-                        bucket_width=data_config["bucket_width"],  # 8: runs stored before it
-                        shuffle_buffer=data_config.get("shuffle_buffer"),
+        batching = dict(batch_tokens=data_config.batch_tokens // num_shards,
+                        max_length=data_config.max_sequence_length,
+                        bucket_width=data_config.bucket_width,  # 8: runs stored before it
+                        shuffle_buffer=data_config.shuffle_buffer,
                         shuffle=True, seed=seed, repeat=True,
-                        subword_sampling=data_config.get("subword_sampling"))
+                        subword_sampling=data_config.subword_sampling)
         if self.streamed:
             if batching["shuffle_buffer"] is None:
                 raise ConfigError("data.shuffle_buffer None (the whole corpus) is for corpora "
@@ -165,15 +166,15 @@ class TrainingData:
                                               self.rules, num_shards=num_shards,
                                               shard_index=shard_index, **batching)
         return tfo_data.dataset_from_corpus(self.corpus, source_tokenizer, target_tokenizer,
-                                            shuffle_indices=data_config["shuffle_indices"],
+                                            shuffle_indices=data_config.shuffle_indices,
                                             **batching)
 
 
-def tokenizer_seed(preset):
+def tokenizer_seed(config):
     """SentencePiece's seed: `data.tokenizer_seed`, or `train.seed` when that is `None`.
 
     Runs that differ only in `train.seed` cut the corpus into the same pieces
     when they share `data.tokenizer_seed` (seed studies, `tf_outheads_zoo.study`).
     """
-    seed = preset["data"].get("tokenizer_seed")
-    return preset["train"]["seed"] if seed is None else seed
+    seed = config.data.tokenizer_seed
+    return config.train.seed if seed is None else seed

@@ -1,6 +1,6 @@
 """Settings read from files: a user's run file (YAML or JSON: `load_run_config`) and a run
-directory's stored `preset.json` (`read_stored_preset`, in today's form whichever version
-wrote it).
+directory's stored settings, `run.json` (`preset.json` in directories written before it;
+`read_stored_run`, in today's form whichever version wrote it).
 
 A run file may start from a named preset, so this module reads the preset table
 (`tf_outheads_zoo.presets`); the schema (`tf_outheads_zoo.config`) does not.
@@ -38,20 +38,40 @@ def resolve_paths(data, base):
 
 
 RUN_FILE_KEYS = ("preset", "description", "imports") + SECTIONS
+# A run directory's settings: `run.json` (a run file's layout: `preset:` the named preset
+# it started from or null, then every section whole); directories written before
+# 2026-11-29 hold `preset.json` (`name:` for `preset:`), read the same way.
+RUN_FILE = "run.json"
+LEGACY_RUN_FILE = "preset.json"
+
+
+def stored_settings_path(run_dir):
+    """The path of `run_dir`'s stored settings: its `run.json`, else the `preset.json` of an
+    older run directory; `None` when it holds neither."""
+    for name in (RUN_FILE, LEGACY_RUN_FILE):
+        path = os.path.join(run_dir, name)
+        if os.path.exists(path):
+            return path
+    return None
 # `train` keys of a run started from another (`tf_outheads_zoo.init_from`): a child's own,
 # never taken from its parent's settings.
 INIT_KEYS = ("init_from", "init_optimizer", "update_vocab")
 
 
-def without_init_keys(preset):
-    """A stored preset as a child's base settings: without its own `INIT_KEYS`."""
-    return {**preset, "train": {key: value for key, value in preset["train"].items()
-                                if key not in INIT_KEYS}}
+def without_init_keys(config):
+    """A stored `RunConfig` as a child's base settings: its own `INIT_KEYS` reset."""
+    import dataclasses
+
+    from tf_outheads_zoo.config import TrainConfig
+
+    defaults = TrainConfig()
+    return dataclasses.replace(config, train=dataclasses.replace(
+        config.train, **{key: getattr(defaults, key) for key in INIT_KEYS}))
 
 
 # Bounds of a parsed run or study file (a few KB in practice): its size, and the values
 # it holds once YAML aliases are expanded (nine levels of nine aliases are 387M values
-# from a 1 KB file, which writing preset.json would expand) and how deep they nest.
+# from a 1 KB file, which writing run.json would expand) and how deep they nest.
 MAX_FILE_BYTES = 1 << 20
 MAX_VALUES = 100_000
 MAX_DEPTH = 50
@@ -126,11 +146,11 @@ def read_run_config(path, overrides=None):
         values = {**values, "train": {**train, "init_from": parent}}
     elif parent is None and isinstance((overrides or {}).get("train.init_from"), str):
         parent = (overrides or {})["train.init_from"]  # `train --init-from R --config FILE`
-    if name is None and isinstance(parent, str) and os.path.exists(
-            os.path.join(parent, "preset.json")):
+    parent_settings = stored_settings_path(parent) if isinstance(parent, str) else None
+    if name is None and parent_settings is not None:
         # A child run without `preset:` starts from its parent's settings.
-        name, stored = read_stored_preset(os.path.join(parent, "preset.json"))
-        config = RunConfig.from_dict(without_init_keys(stored), path)
+        name, stored = read_stored_run(parent_settings)
+        config = without_init_keys(stored)
     elif name is None:
         config = RunConfig()
     else:
@@ -156,7 +176,7 @@ def read_run_config(path, overrides=None):
 
 
 def load_run_config(path, overrides=None):
-    """The settings of a user's run file, as `tf_outheads_zoo.presets.get_preset` returns a preset's.
+    """The settings of a user's run file, a `RunConfig` (as `preset_config` gives a preset's).
 
     The file (YAML, or JSON for a `.json` name) is a mapping with an optional
     `preset:` (the base; default: the schema's defaults), an optional
@@ -184,11 +204,11 @@ def load_run_config(path, overrides=None):
           vocab_size: 32000
 
     Relative paths in the `data` section are relative to the run file's
-    directory (`resolve_paths`); the stored `preset.json` holds them absolute.
+    directory (`resolve_paths`); the stored `run.json` holds them absolute.
 
     `imports:` lists modules that register the run's own components (a model type,
     a head, a loss: docs/architecture.md, "Registries"), imported before the
-    sections are checked; `preset.json` keeps the list, so `translate`, `export`
+    sections are checked; `run.json` keeps the list, so `translate`, `export`
     and a resumed run import them too::
 
         imports: [my_project.heads]
@@ -200,16 +220,22 @@ def load_run_config(path, overrides=None):
         overrides: dotted overrides applied after the file (`--set`).
 
     Returns:
-        The plain dict `{description, data, model, train, decode}` (`RunConfig.to_dict`).
+        A `RunConfig`.
 
     Raises:
         ConfigError: naming the file and the key; OSError: unreadable file.
     """
-    return read_run_config(path, overrides)[1].to_dict()
+    return read_run_config(path, overrides)[1]
 
 
-def read_stored_preset(path):
-    """`(name, preset dict)` of a run directory's `preset.json`, in today's form.
+def stored_run_dict(config, name):
+    """What a run directory stores (`RUN_FILE`): `{"preset": name, **config.to_dict()}`."""
+    return {"preset": name, **config.to_dict()}
+
+
+def read_stored_run(path):
+    """`(preset name or None, RunConfig)` of a run directory's `run.json` (or an older
+    directory's `preset.json`, `stored_settings_path`), in today's form.
 
     Files written before a key existed resume as they trained: the key gets its
     `legacy` value (`data.bucket_width` 8, `data.strip_target_suffixes` none);
@@ -222,5 +248,6 @@ def read_stored_preset(path):
         stored = json.load(f)
     if not isinstance(stored, dict):
         raise ConfigError(f"{path}: expected a mapping. Received: {type(stored).__name__}")
-    sections = {key: value for key, value in stored.items() if key != "name"}
-    return stored.get("name"), RunConfig.from_dict(sections, path, stored=True).to_dict()
+    name = stored.get("preset", stored.get("name"))  # ("name": preset.json)
+    sections = {key: value for key, value in stored.items() if key not in ("name", "preset")}
+    return name, RunConfig.from_dict(sections, path, stored=True)

@@ -47,8 +47,8 @@ import rest_client  # noqa: E402  (serving/rest_client.py: builds REST bodies)
 # %% [markdown]
 # ## 1. A trained run
 # `load_run` gives the model (`model.keras`, loaded with `safe_mode=True`), the
-# tokenizers and the preset. Without a run, train one, as `tf-outheads train`
-# does.
+# tokenizers and the run's settings (a `RunConfig`). Without a run, train one, as
+# `tf-outheads train` does.
 
 # %%
 if not os.path.exists(os.path.join(RUN_DIR, "model.keras")):
@@ -70,9 +70,9 @@ if not os.path.exists(os.path.join(RUN_DIR, "model.keras")):
             "train.steps_per_epoch": 2, "decode.max_length_offset": 3})
     else:
         run_training("lstm-cpu", RUN_DIR, {"train.max_minutes": 10})
-model, source_tokenizer, target_tokenizer, preset = load_run(RUN_DIR)
+model, source_tokenizer, target_tokenizer, config = load_run(RUN_DIR)
 print(f"run {RUN_DIR}: {type(model).__name__} with a {type(model.head).__name__}, "
-      f"decode settings {preset['decode']}")
+      f"decode settings {config.decode.options()}")
 
 # %% [markdown]
 # ## 2. Export
@@ -87,7 +87,7 @@ BEAM = 4
 path = export_translator(model, source_tokenizer, target_tokenizer,
                          os.path.join(EXPORT_DIR, "translator", "1"),
                          beam_sizes=(1, 2, BEAM) if TINY else (1, 2, 4, 5, 8),
-                         **export_options(preset["decode"]))
+                         **export_options(config.decode.options()))
 print("=== SIGNATURES ===")
 loaded_here = tf.saved_model.load(path)
 for key, function in loaded_here.signatures.items():
@@ -162,9 +162,9 @@ for name in bodies:
 
 # %%
 print("=== SAME AS TRANSLATOR ===")
-for name, beam_size in (("defaults", preset["decode"]["beam_size"]), ("greedy", 1),
+for name, beam_size in (("defaults", config.decode.beam_size), ("greedy", 1),
                         (f"beam {BEAM}", BEAM)):
-    options = dict(preset["decode"], beam_size=beam_size)  # what the run decodes with
+    options = dict(config.decode.options(), beam_size=beam_size)  # what the run decodes with
     expected = Translator(model, source_tokenizer, target_tokenizer,
                           **options).translate(test_sources)
     served = [p["translations"][0] for p in answers[name]["predictions"]]

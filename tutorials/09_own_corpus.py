@@ -130,7 +130,7 @@ print(f"steps {results['steps']}, test BLEU {results['test']['bleu[test.en]']['s
 # %% [markdown]
 # ## 4. Evaluate, translate, export: from the run directory
 # `evaluate --run-dir` scores against the run's own test references (the
-# files the run file named, stored with absolute paths in `preset.json`);
+# files the run file named, stored with absolute paths in `run.json`);
 # `translate` and `export` load the model and its tokenizers from the run.
 
 # %%

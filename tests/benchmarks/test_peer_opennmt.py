@@ -55,13 +55,13 @@ def test_our_speed_skips_the_first_steps_and_evaluations(peer, tmp_path):
 
 
 def test_peer_config_follows_the_preset(peer, tmp_path):
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
 
     vocab = tmp_path / "vocab.joint"
     vocab.write_text("".join(f"p{i}\n" for i in range(3996)))
     data = {"vocab": str(vocab), "src_vocab": str(vocab), "tgt_vocab": str(vocab),
             "files": {"train.src": "a", "train.tgt": "b"}}
-    tied = peer.peer_config(get_preset("lstm-cpu-tied"), data, str(tmp_path), 1500, 300, 7)
+    tied = peer.peer_config(preset_config("lstm-cpu-tied"), data, str(tmp_path), 1500, 300, 7)
     assert tied["src_vocab_size"] == tied["tgt_vocab_size"] == 4000
     assert (tied["encoder_type"], tied["hidden_size"], tied["word_vec_size"]) == ("brnn", 256,
                                                                                   256)
@@ -73,32 +73,32 @@ def test_peer_config_follows_the_preset(peer, tmp_path):
     assert (tied["train_steps"], tied["save_checkpoint_steps"], tied["seed"]) == (1500, 300, 7)
     assert (tied["decay_method"], tied["start_decay_steps"]) == ("none", 1000000)
     # A preset's inverse-sqrt warm-up is OpenNMT-py's noam over the hidden size, as ours.
-    warm = peer.peer_config(get_preset("lstm-cpu-tied", {"train.learning_rate_schedule": {
+    warm = peer.peer_config(preset_config("lstm-cpu-tied", {"train.learning_rate_schedule": {
         "name": "inverse_sqrt", "warmup_steps": 200, "scale": 1.13}}), data, str(tmp_path),
         600, 300, 7)
     assert (warm["decay_method"], warm["warmup_steps"], warm["learning_rate"]) == (
         "noam", 200, 1.13)
     with pytest.raises(SystemExit, match="inverse-sqrt"):
-        peer.peer_config(get_preset("lstm-cpu-tied", {"train.learning_rate_schedule": {
+        peer.peer_config(preset_config("lstm-cpu-tied", {"train.learning_rate_schedule": {
             "name": "inverse_sqrt", "warmup_steps": 200, "model_dim": 512}}), data,
             str(tmp_path), 600, 300, 7)
-    untied = peer.peer_config(get_preset("lstm-cpu-softmax"), data, str(tmp_path), 300, 300, 1)
+    untied = peer.peer_config(preset_config("lstm-cpu-softmax"), data, str(tmp_path), 300, 300, 1)
     assert untied["share_decoder_embeddings"] == "false"
     yaml = peer._yaml(untied)
     assert "data:\n  corpus_1:\n    path_src: \"a\"" in yaml and "dropout: [0.1]" in yaml
     with pytest.raises(SystemExit, match="untied .* or tied head only"):
-        peer.peer_config(get_preset("lstm-cpu"), data, str(tmp_path), 300, 300, 1)
+        peer.peer_config(preset_config("lstm-cpu"), data, str(tmp_path), 300, 300, 1)
 
 
 def test_separate_vocabularies_give_the_peer_one_vocabulary_a_side(peer, tmp_path):
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
 
     source, target = tmp_path / "vocab.src", tmp_path / "vocab.tgt"
     source.write_text("".join(f"s{i}\n" for i in range(3996)))
     target.write_text("".join(f"t{i}\n" for i in range(2996)))
     data = {"vocab": str(target), "src_vocab": str(source), "tgt_vocab": str(target),
             "files": {"train.src": "a", "train.tgt": "b"}}
-    config = peer.peer_config(get_preset("lstm-cpu-vmf-softmax"), data, str(tmp_path), 600,
+    config = peer.peer_config(preset_config("lstm-cpu-vmf-softmax"), data, str(tmp_path), 600,
                               300, 1)
     assert (config["src_vocab"], config["tgt_vocab"]) == (str(source), str(target))
     assert (config["src_vocab_size"], config["tgt_vocab_size"]) == (4000, 3000)
@@ -106,13 +106,13 @@ def test_separate_vocabularies_give_the_peer_one_vocabulary_a_side(peer, tmp_pat
 
 
 def test_transformer_peer_follows_the_preset(peer, tmp_path):
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
 
     vocab = tmp_path / "vocab.joint"
     vocab.write_text("".join(f"p{i}\n" for i in range(3996)))
     data = {"vocab": str(vocab), "src_vocab": str(vocab), "tgt_vocab": str(vocab),
             "files": {"train.src": "a", "train.tgt": "b"}}
-    config = peer.peer_config(get_preset("transformer-cpu"), data, str(tmp_path), 600, 300, 3)
+    config = peer.peer_config(preset_config("transformer-cpu"), data, str(tmp_path), 600, 300, 3)
     assert (config["encoder_type"], config["decoder_type"]) == ("transformer", "transformer")
     assert (config["enc_layers"], config["dec_layers"], config["heads"]) == (3, 3, 4)
     assert (config["hidden_size"], config["word_vec_size"], config["transformer_ff"]) == (
@@ -126,7 +126,7 @@ def test_transformer_peer_follows_the_preset(peer, tmp_path):
     assert config["batch_size"] == 4096 and config["share_decoder_embeddings"] == "false"
     assert "rnn_type" not in config and "input_feed" not in config
     with pytest.raises(SystemExit, match="pre-norm"):
-        peer.peer_config(get_preset("transformer-base"), data, str(tmp_path), 300, 300, 1)
+        peer.peer_config(preset_config("transformer-base"), data, str(tmp_path), 300, 300, 1)
 
 
 def test_flops_are_counted_from_the_shapes(peer):

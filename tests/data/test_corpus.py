@@ -394,16 +394,16 @@ def test_clean_drops_pairs_containing_boilerplate():
 
 
 def test_zoo_splits_hold_no_web_artifacts():
-    from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, get_preset
+    from tf_outheads_zoo.presets import BIBLE_WEB_ARTIFACTS, preset_config
     from tf_outheads_zoo.splits import load_splits
 
     messages = []
-    splits = load_splits(get_preset("lstm-cpu")["data"], log=messages.append)
+    splits = load_splits(preset_config("lstm-cpu").data, log=messages.append)
     for split, corpus in splits.items():
         assert not any(s in t for t in corpus.targets for s in BIBLE_WEB_ARTIFACTS), split
     assert sum("stripped appended boilerplate" in m for m in messages) == 3
     # the test split keeps every verse: stripping never drops a pair
-    assert len(splits["test"]) == len(read_tsv(get_preset("lstm-cpu")["data"]["corpus"],
+    assert len(splits["test"]) == len(read_tsv(preset_config("lstm-cpu").data.corpus,
                                                split="test"))
 
 

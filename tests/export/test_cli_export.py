@@ -45,11 +45,11 @@ def test_export_command_writes_a_saved_model_that_translates_like_the_run(traine
     assert config["max_length_offset"] == 3 and config["beam_sizes"] == [1, 2]
     assert config["max_request_sources"] == 4 and config["max_request_pieces"] == 500
 
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra.",
                "", "Jehová es mi pastor; nada me faltará."]
     expected = Translator(model, source_tokenizer, target_tokenizer,
-                          **preset["decode"]).translate(sources[:2] + sources[3:])
+                          **config.decode.options()).translate(sources[:2] + sources[3:])
     loaded = tf.saved_model.load(output)
     outputs = loaded.signatures["serving_default"](sources=tf.constant(sources))
     texts = [text.decode("utf-8") for text in outputs["translations"].numpy()[:, 0]]
@@ -101,10 +101,10 @@ def test_a_rewe_head_stays_out_of_the_export(bible_tokenizer, tmp_path):
 
 @pytest.mark.slow  # CLI train + export end to end
 def test_export_and_translate_take_quantize_int8(trained_run, tmp_path):
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
     expected = Translator(model, source_tokenizer, target_tokenizer, quantize="int8",
-                          **preset["decode"]).translate(sources)
+                          **config.decode.options()).translate(sources)
     source_file, output_file = tmp_path / "src.txt", tmp_path / "out.txt"
     source_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
     cli.main(["translate", "--run-dir", trained_run, "--input", str(source_file),

@@ -18,8 +18,9 @@ from tf_outheads import data
 from tf_outheads.decoding import Scorer, Translator
 from tf_outheads_zoo import cli
 from tf_outheads_zoo.components import build_model
-from tf_outheads_zoo.presets import get_preset
-from tf_outheads_zoo.runs import PRESET_FILE, save_model, write_json
+from tf_outheads_zoo.presets import preset_config
+from tf_outheads_zoo.runs import save_model, write_json
+from tf_outheads_zoo.stored import RUN_FILE, stored_run_dict
 
 pytestmark = pytest.mark.slow  # four run directories, exports and CLI calls (~2 min)
 
@@ -55,10 +56,10 @@ def run(request, tokenizer_dir, tmp_path_factory):
     for entry in os.listdir(tokenizer_dir):
         shutil.copy(os.path.join(tokenizer_dir, entry), run_dir)
     source_tokenizer, target_tokenizer = data.load_tokenizers(run_dir)
-    preset = get_preset("lstm-tiny", {"model.embedding_dim": SIZE, "model.hidden_dim": SIZE,
-                                      "decode.max_length_offset": 3, **HEADS[name]})
+    config = preset_config("lstm-tiny", {"model.embedding_dim": SIZE, "model.hidden_dim": SIZE,
+                                         "decode.max_length_offset": 3, **HEADS[name]})
     keras.utils.set_random_seed(5)
-    model = build_model(preset, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+    model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
     model({"source_ids": tf.constant([[4, 3]]), "target_in": tf.constant([[2, 4]])})
     rng = np.random.default_rng(5)
     for weight in model.weights:
@@ -67,7 +68,7 @@ def run(request, tokenizer_dir, tmp_path_factory):
         vectors = rng.normal(size=(target_tokenizer.vocab_size, SIZE)).astype("float32")
         vectors[0] = 0.0
         model.head.set_target_vectors(vectors)
-    write_json(os.path.join(run_dir, PRESET_FILE), {"name": "lstm-tiny", **preset})
+    write_json(os.path.join(run_dir, RUN_FILE), stored_run_dict(config, "lstm-tiny"))
     save_model(model, os.path.join(run_dir, "model.keras"), source_tokenizer, target_tokenizer)
     export = str(run_dir / "export" / "1")
     cli.main(["export", "--run-dir", str(run_dir), "--output", export, "--beam-sizes", "1,4"])

@@ -508,17 +508,18 @@ def test_keras_file_round_trip_keeps_the_sampled_loss(tmp_path):
 
 
 def test_every_sampled_preset_builds_its_loss():
-    from tf_outheads_zoo.presets import PRESETS
+    from tf_outheads_zoo.presets import PRESET_CONFIGS, preset_config
     from tf_outheads_zoo.components import training_loss
 
-    sampled = {name: preset for name, preset in PRESETS.items()
-               if preset["train"]["sampled_softmax"]}
+    sampled = {name: config for name, config in PRESET_CONFIGS.items()
+               if config.train.sampled_softmax}
     assert {"lstm-cpu-32k-sampled5", "lstm-pappas-joint-4096-128k-sampled5",
             "lstm-pappas-tied-128k-sampled25"} <= set(sampled)
-    for name, preset in sampled.items():
-        loss = training_loss(preset["train"])["loss"]
+    for name, config in sampled.items():
+        loss = training_loss(config.train)["loss"]
         assert isinstance(loss, SampledSoftmaxLoss), name
-        assert loss.fraction == preset["train"]["sampled_softmax"]["fraction"]
-        assert loss.seed == preset["train"]["seed"]
+        assert loss.fraction == config.train.sampled_softmax["fraction"]
+        assert loss.seed == config.train.seed
     with pytest.raises(ValueError, match="sampled_softmax"):
-        training_loss({"sampled_softmax": 0.05, "label_smoothing": 0.0, "seed": 1})
+        preset_config("lstm-tiny", {"train.sampled_softmax": 0.05,
+                                    "train.label_smoothing": 0.0})

@@ -8,7 +8,7 @@ import pytest
 
 from tests.corpus import write_corpus_slice
 from tf_outheads_zoo import cli, commands, errors
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import get_preset, preset_config
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_train_writes_translations_and_results(trained_run):
     for split in ("dev", "test"):
         with open(os.path.join(trained_run, f"{split}.hyp"), encoding="utf-8") as f:
             assert len(f.read().splitlines()) == 30
-    for name in ("model.keras", "tokenizer.json", "preset.json", "history.csv", "bleu.jsonl"):
+    for name in ("model.keras", "tokenizer.json", "run.json", "history.csv", "bleu.jsonl"):
         assert os.path.exists(os.path.join(trained_run, name)), name
     assert results["parameters"]["output_layer"] == 400  # tied: only the bias
     with open(os.path.join(trained_run, "loss_curves.csv")) as f:
@@ -69,8 +69,8 @@ def test_translate_command_takes_beam_search_options(trained_run, tmp_path):
     cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
               "--output", str(output), "--beam-size", "3", "--length-penalty", "0.6",
               "--no-replace-unk"])
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
-    options = dict(preset["decode"], beam_size=3, length_penalty=0.6, replace_unk=False)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
+    options = dict(config.decode.options(), beam_size=3, length_penalty=0.6, replace_unk=False)
     expected = Translator(model, source_tokenizer, target_tokenizer, **options).translate(sources)
     assert output.read_text(encoding="utf-8").splitlines() == expected
 
@@ -140,10 +140,9 @@ def test_set_parses_json_values_and_refuses_a_broken_dict():
 
 
 def test_evaluate_scores_against_the_stripped_references(small_corpus, tmp_path, capsys):
-    from tf_outheads_zoo.presets import get_preset
     from tf_outheads_zoo.splits import read_split
 
-    data_config = dict(get_preset("lstm-cpu")["data"], corpus=small_corpus)
+    data_config = preset_config("lstm-cpu", {"data.corpus": small_corpus}).data
     references = read_split(data_config, "test").targets
     hypotheses = tmp_path / "oracle.hyp"
     hypotheses.write_text("\n".join(references) + "\n", encoding="utf-8")
@@ -226,7 +225,7 @@ def test_train_takes_strategy_precision_and_accumulation(small_corpus, tmp_path)
               "--accumulation-steps", "2", "--set", "data.vocab_size=400",
               "--set", "train.steps_per_epoch=2", "--set", "train.epochs=1",
               "--set", "decode.max_length_offset=3"])
-    with open(os.path.join(run_dir, "preset.json")) as f:
+    with open(os.path.join(run_dir, "run.json")) as f:
         train = json.load(f)["train"]
     assert (train["strategy"], train["precision"], train["accumulation_steps"]) == (
         "mirrored", "mixed_bfloat16", 2)
@@ -424,12 +423,12 @@ def test_train_from_a_run_file_is_the_preset_with_its_keys(small_corpus, tmp_pat
     run_file = _run_file(tmp_path / "mine.yaml", small_corpus)
     run_dir = tmp_path / "runs" / "mine"
     cli.main(["train", "--config", run_file, "--run-dir", str(run_dir), "--max-steps", "4"])
-    with open(run_dir / "preset.json", encoding="utf-8") as f:
+    with open(run_dir / "run.json", encoding="utf-8") as f:
         stored = json.load(f)
     expected = get_preset("lstm-tiny", {
         "data.corpus": small_corpus, "data.vocab_size": 400, "train.steps_per_epoch": 2,
         "decode.max_length_offset": 3, "train.epochs": 10, "train.max_steps": 4})
-    assert stored.pop("name") == "lstm-tiny"
+    assert stored.pop("preset") == "lstm-tiny"
     stored.pop("description"), expected.pop("description")
     assert stored == json.loads(json.dumps(expected))
     with open(run_dir / "results.json", encoding="utf-8") as f:
@@ -475,7 +474,7 @@ def test_run_file_errors_name_the_file(small_corpus, tmp_path, capsys, args, edi
         cli.main(["train", "--config", str(run_file), "--run-dir", str(tmp_path / "r"), *args])
     assert exit_info.value.code == 2
     assert re.search(message, capsys.readouterr().err)
-    assert not (tmp_path / "r" / "preset.json").exists()
+    assert not (tmp_path / "r" / "run.json").exists()
 
 
 @pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
@@ -486,9 +485,9 @@ def test_translate_writes_n_best_lists_with_scores_as_the_python_api(trained_run
     sources = ["Y dijo Dios: Sea la luz.", "En el principio creó Dios los cielos y la tierra."]
     source = tmp_path / "src.txt"
     source.write_text("\n".join(sources) + "\n", encoding="utf-8")
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
     expected = Translator(model, source_tokenizer, target_tokenizer,
-                          **dict(preset["decode"], beam_size=3)).translate(
+                          **dict(config.decode.options(), beam_size=3)).translate(
         sources, num_hypotheses=2, with_scores=True)
     output = tmp_path / "nbest.txt"
     cli.main(["translate", "--run-dir", trained_run, "--input", str(source), "--output",
@@ -519,9 +518,9 @@ def test_translate_samples_as_the_python_api_with_a_seed(trained_run, tmp_path, 
                "Jehová es mi pastor."]
     source = tmp_path / "src.txt"
     source.write_text("\n".join(sources) + "\n", encoding="utf-8")
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
     expected = Translator(model, source_tokenizer, target_tokenizer,
-                          **dict(preset["decode"], beam_size=1, sampling_topk=20,
+                          **dict(config.decode.options(), beam_size=1, sampling_topk=20,
                                  sampling_temperature=1.5, seed=9)).translate(
         sources, with_scores=True)
     output = tmp_path / "samples.txt"
@@ -560,10 +559,10 @@ def test_translate_continues_target_prefixes_as_the_python_api(trained_run, tmp_
     source, prefix_file = tmp_path / "src.txt", tmp_path / "prefix.txt"
     source.write_text("\n".join(sources) + "\n", encoding="utf-8")
     prefix_file.write_text("\n".join(prefixes) + "\n", encoding="utf-8")
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
     for beam in (3,):  # greedy: tests/export/test_three_hosts.py
         expected = Translator(model, source_tokenizer, target_tokenizer,
-                              **dict(preset["decode"], beam_size=beam)).translate(
+                              **dict(config.decode.options(), beam_size=beam)).translate(
             sources, with_scores=True, target_prefix=prefixes)
         output = tmp_path / f"prefixed{beam}.txt"
         cli.main(["translate", "--run-dir", trained_run, "--input", str(source), "--output",
@@ -591,9 +590,9 @@ def test_translate_appends_alignments_as_the_python_api(trained_run, tmp_path, c
     sources = ["Y dijo Dios: Sea la luz.", "Jehová es mi pastor."]
     source = tmp_path / "src.txt"
     source.write_text("\n".join(sources) + "\n", encoding="utf-8")
-    model, source_tokenizer, target_tokenizer, preset = load_run(trained_run)
+    model, source_tokenizer, target_tokenizer, config = load_run(trained_run)
     expected = Translator(model, source_tokenizer, target_tokenizer,
-                          **preset["decode"]).translate(sources, with_alignments=True)
+                          **config.decode.options()).translate(sources, with_alignments=True)
     cli.main(["translate", "--run-dir", trained_run, "--input", str(source),
               "--with-alignments"])
     lines = capsys.readouterr().out.splitlines()
@@ -635,7 +634,7 @@ def test_decoding_constraint_flags_reach_the_translator_and_the_export(tmp_path,
     import tf_outheads.decoding.translator as translator_module
     from tf_outheads_zoo import runs
 
-    stored = get_preset("lstm-tiny", {"decode.eos_bias": 2.0, "decode.block_repeats": True})
+    stored = preset_config("lstm-tiny", {"decode.eos_bias": 2.0, "decode.block_repeats": True})
     given = []
 
     class Recorder:
@@ -665,8 +664,8 @@ def test_decoding_constraint_flags_reach_the_translator_and_the_export(tmp_path,
     assert "eos_bias" not in exported[-1]  # export_run takes the run's decode settings:
     from tf_outheads.export import export_options
 
-    assert export_options(stored["decode"])["eos_bias"] == 2.0
-    assert export_options(stored["decode"])["block_repeats"] is True
+    assert export_options(stored.decode.options())["eos_bias"] == 2.0
+    assert export_options(stored.decode.options())["block_repeats"] is True
 
 
 def test_study_decodings_become_translate_flags():

@@ -40,4 +40,4 @@ def test_two_workers_share_the_chiefs_tokenizer_and_one_run(tmp_path):
     worker = run_dir / "workers" / "1"
     # The other worker loaded the chief's tokenizer and wrote only its own logs.
     assert not (worker / "tokenizer.json").exists() and not (worker / "model.keras").exists()
-    assert json.loads((worker / "preset.json").read_text())["train"]["strategy"] == "multi_worker"
+    assert json.loads((worker / "run.json").read_text())["train"]["strategy"] == "multi_worker"

@@ -39,12 +39,12 @@ def test_missing_files_name_the_path(tmp_path):
 
 # -- paired significance (sacrebleu) ------------------------------------------------------
 def _fake_run(path, corpus, hypotheses_by_split):
-    """A run directory with what `significance_table` reads: preset.json and *.hyp."""
+    """A run directory with what `significance_table` reads: run.json and *.hyp."""
     from tf_outheads_zoo.presets import get_preset
 
     path.mkdir()
     preset = get_preset("lstm-tiny", {"data.corpus": corpus})
-    (path / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **preset}))
+    (path / "run.json").write_text(json.dumps({"preset": "lstm-tiny", **preset}))
     for split, lines in hypotheses_by_split.items():
         (path / f"{split}.hyp").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
@@ -94,10 +94,10 @@ def test_significance_table_refuses_missing_or_mismatched_runs(verse_runs, tmp_p
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(FileNotFoundError, match="preset.json"):
+    with pytest.raises(FileNotFoundError, match="run.json"):
         significance_table([verse_runs["weak"], str(empty)], ["a", "b"], "test")
     short = _fake_run(tmp_path / "short", json.load(open(
-        verse_runs["weak"] + "/preset.json"))["data"]["corpus"], {"test": ["one line"]})
+        verse_runs["weak"] + "/run.json"))["data"]["corpus"], {"test": ["one line"]})
     with pytest.raises(ValueError, match="has 1 lines but the baseline"):
         significance_table([verse_runs["weak"], short], ["a", "b"], "test")
     with pytest.raises(FileNotFoundError, match="dev.hyp"):

@@ -15,7 +15,7 @@ from tf_outheads_zoo.presets import EMBEDDED_CORPUS, PRESET_CONFIGS, PRESETS, de
 from tf_outheads_zoo.schema import ConfigError
 # Run files and stored presets are read by `tf_outheads_zoo.stored` (which reads the preset
 # table; the schema in `tf_outheads_zoo.config` does not).
-from tf_outheads_zoo.stored import load_run_config, read_stored_preset
+from tf_outheads_zoo.stored import load_run_config, read_stored_run, stored_settings_path
 
 DATA = pathlib.Path(__file__).parent / "data"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -206,7 +206,7 @@ def test_a_stored_max_steps_of_0_was_no_budget(tmp_path):
     stored["train"]["max_steps"] = 0
     path = tmp_path / "preset.json"
     path.write_text(json.dumps(stored), encoding="utf-8")
-    assert read_stored_preset(path)[1]["train"]["max_steps"] is None
+    assert read_stored_run(path)[1].train.max_steps is None
 
 
 def test_model_type_moves_to_the_model_section():
@@ -248,19 +248,19 @@ def test_a_yaml_run_file_is_a_preset_with_its_changes(tmp_path):
                                        "data.reference_columns": [],
                                        "model.hidden_dim": 128, "train.learning_rate": 0.001,
                                        "train.max_minutes": 30.0})
-    loaded = load_run_config(path)
+    loaded = load_run_config(path).to_dict()
     assert loaded.pop("description") == "lstm-cpu, settings of run.yaml"
     expected.pop("description")
     assert loaded == expected
     # --set after the file.
-    assert load_run_config(path, {"train.seed": 7})["train"]["seed"] == 7
+    assert load_run_config(path, {"train.seed": 7}).train.seed == 7
 
 
 def test_a_json_run_file_without_a_preset_starts_from_the_defaults(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"description": "mine", "model": {"model_type": "transformer"},
                                 "decode": {"beam_size": 4}}), encoding="utf-8")
-    loaded = load_run_config(path)
+    loaded = load_run_config(path).to_dict()
     assert loaded == dict(RunConfig().with_overrides(
         {"model.model_type": "transformer", "decode.beam_size": 4}).to_dict(),
         description="mine")
@@ -300,7 +300,8 @@ def _stored_before_bucket_width(name="lstm-cpu-softmax"):
 def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
     path = tmp_path / "preset.json"
     path.write_text(json.dumps(_stored_before_bucket_width()), encoding="utf-8")
-    name, preset = read_stored_preset(path)
+    name, config = read_stored_run(path)
+    preset = config.to_dict()
     assert name == "lstm-cpu-softmax"
     # Runs from before the setting batched in 8-wide buckets, shuffled and tokenized
     # on the whole training split, and attended with unscaled scores; everything else
@@ -312,7 +313,7 @@ def test_a_stored_preset_without_later_keys_resumes_as_it_trained(tmp_path):
     stored = _stored_before_bucket_width()
     del stored["data"]["strip_target_suffixes"]
     path.write_text(json.dumps(stored), encoding="utf-8")
-    assert read_stored_preset(path)[1]["data"]["strip_target_suffixes"] == []
+    assert read_stored_run(path)[1].data.strip_target_suffixes == []
 
 
 def test_a_real_run_record_reads_as_it_trained():
@@ -321,7 +322,8 @@ def test_a_real_run_record_reads_as_it_trained():
     path = DATA / "stored_preset_before_bucket_width.json"
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
-    name, preset = read_stored_preset(path)
+    name, config = read_stored_run(path)
+    preset = config.to_dict()
     assert name == "lstm-cpu-softmax" and preset["data"]["bucket_width"] == 8
     assert preset["model"]["model_type"] == raw["train"].pop("model_type") == "lstm"
     assert "model_type" not in preset["train"]
@@ -331,11 +333,13 @@ def test_a_real_run_record_reads_as_it_trained():
 
 def test_every_committed_record_reads():
     # docs/results/study: whichever code wrote them, the schema reads them.
-    paths = sorted((ROOT / "docs" / "results" / "study").glob("*/*/s*/preset.json"))
-    assert len(paths) >= 36  # every study, arm and seed recorded
-    for path in paths:
-        name, preset = read_stored_preset(path)
-        assert name in PRESETS and preset["model"]["model_type"] in ("lstm", "transformer")
+    # (run.json; preset.json in records written before it)
+    runs = sorted(path.parent for pattern in ("*/*/s*/run.json", "*/*/s*/preset.json")
+                  for path in (ROOT / "docs" / "results" / "study").glob(pattern))
+    assert len(runs) >= 36  # every study, arm and seed recorded
+    for run in runs:
+        name, config = read_stored_run(stored_settings_path(run))
+        assert name in PRESETS and config.model.model_type in ("lstm", "transformer")
 
 
 def test_a_stored_preset_with_an_unknown_key_names_the_file(tmp_path):
@@ -344,11 +348,11 @@ def test_a_stored_preset_with_an_unknown_key_names_the_file(tmp_path):
     path = tmp_path / "preset.json"
     path.write_text(json.dumps(stored), encoding="utf-8")
     with pytest.raises(ConfigError, match=rf"{path}: unknown setting model.hidden_size"):
-        read_stored_preset(path)
+        read_stored_run(path)
 
 
 def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_path):
-    from tf_outheads_zoo.runs import resolve_preset
+    from tf_outheads_zoo.runs import resolve_run_config
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -356,24 +360,24 @@ def test_a_run_directory_from_before_bucket_width_resumes_with_its_settings(tmp_
                                          encoding="utf-8")
     (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")  # a run that trained,
     (run_dir / "loss_curves.csv").write_text("step\n", encoding="utf-8")  # not a failed start
-    name, preset = resolve_preset(None, str(run_dir), {"train.max_steps": 3000})
-    assert name == "lstm-cpu-softmax" and preset["data"]["bucket_width"] == 8
-    assert preset["train"]["max_steps"] == 3000
+    name, config = resolve_run_config(None, str(run_dir), {"train.max_steps": 3000})
+    assert name == "lstm-cpu-softmax" and config.data.bucket_width == 8
+    assert config.train.max_steps == 3000
     # Naming the preset asks for today's buckets, which its backups' data order lacks.
     with pytest.raises(ValueError, match="data.bucket_width"):
-        resolve_preset("lstm-cpu-softmax", str(run_dir))
+        resolve_run_config("lstm-cpu-softmax", str(run_dir))
     with pytest.raises(ValueError, match="data.shuffle_buffer"):
-        resolve_preset("lstm-cpu-softmax", str(run_dir), {"data.bucket_width": 8})
+        resolve_run_config("lstm-cpu-softmax", str(run_dir), {"data.bucket_width": 8})
     old_batches = {"data.bucket_width": 8, "data.shuffle_buffer": None,
                    "data.tokenizer_sample": None}
     with pytest.raises(ValueError, match="data.shuffle_indices"):  # the backups' iterator
-        resolve_preset("lstm-cpu-softmax", str(run_dir), old_batches)
+        resolve_run_config("lstm-cpu-softmax", str(run_dir), old_batches)
     old_batches["data.shuffle_indices"] = False
     with pytest.raises(ValueError, match="model.scaled_attention"):  # the weights' model
-        resolve_preset("lstm-cpu-softmax", str(run_dir), old_batches)
-    name, preset = resolve_preset("lstm-cpu-softmax", str(run_dir), {
+        resolve_run_config("lstm-cpu-softmax", str(run_dir), old_batches)
+    name, config = resolve_run_config("lstm-cpu-softmax", str(run_dir), {
         **old_batches, "model.scaled_attention": False})
-    assert preset["data"]["bucket_width"] == 8
+    assert config.data.bucket_width == 8
 
 
 @pytest.mark.parametrize("value, message", [
@@ -415,5 +419,5 @@ def test_decoding_constraints_are_set_and_a_stored_run_without_them_has_none(tmp
     del stored["decode"]["eos_bias"], stored["decode"]["block_repeats"]
     path = tmp_path / "preset.json"
     path.write_text(json.dumps(stored), encoding="utf-8")
-    decode = read_stored_preset(path)[1]["decode"]
-    assert decode["eos_bias"] == 0.0 and decode["block_repeats"] is False
+    decode = read_stored_run(path)[1].decode
+    assert decode.eos_bias == 0.0 and decode.block_repeats is False

@@ -13,8 +13,8 @@ from tf_outheads.training import strategy as tfo_strategy
 from tf_outheads.training.translation import compile_for_translation
 from tf_outheads_zoo import cli
 from tf_outheads_zoo import train as zoo_train
-from tf_outheads_zoo.components import run_config, training_loss
-from tf_outheads_zoo.runs import load_run
+from tf_outheads_zoo.components import training_loss
+from tf_outheads_zoo.runs import load_run, stored_run
 from tf_outheads_zoo.schema import ConfigError
 
 TINY = ["--set", "data.vocab_size=300", "--set", "train.steps_per_epoch=2",
@@ -52,15 +52,13 @@ def _train(run_dir, corpus, *arguments):
 def _dev_loss(parent_dir, child_dir):
     """The parent's final model's loss on the child's dev batches (the child's own
     pipeline), compiled with the child's loss."""
-    with open(os.path.join(child_dir, "preset.json"), encoding="utf-8") as f:
-        preset = json.load(f)
-    preset.pop("name")
+    config = stored_run(str(child_dir))[1]
     strategy = tfo_strategy.make_strategy("default")
-    keras.utils.set_random_seed(preset["train"]["seed"])
-    data = zoo_train._prepare_data(preset, str(child_dir), strategy,
+    keras.utils.set_random_seed(config.train.seed)
+    data = zoo_train._prepare_data(config, str(child_dir), strategy,
                                    lambda build: build(), log=lambda *_: None)
     model, *_ = load_run(str(parent_dir))
-    compile_for_translation(model, optimizer="adam", **training_loss(run_config(preset).train))
+    compile_for_translation(model, optimizer="adam", **training_loss(config.train))
     return model.evaluate(data.dev_dataset, verbose=0, return_dict=True)["loss"]
 
 
@@ -83,7 +81,7 @@ def test_a_tied_run_starts_from_its_parents_model(corpora, tmp_path):
     parent = _train(parent_dir, corpora[0], "--preset", "lstm-tiny", "--max-steps", "4")
     child = _train(child_dir, corpora[1], "--init-from", str(parent_dir), "--max-steps", "3")
     _check_child(parent_dir, child_dir, parent, child)
-    assert json.loads((child_dir / "preset.json").read_text())["name"] == "lstm-tiny"
+    assert json.loads((child_dir / "run.json").read_text())["preset"] == "lstm-tiny"
     # A resumed child keeps its record and its copies: its parent may have moved.
     parent_dir.rename(tmp_path / "moved")
     again = _train(child_dir, corpora[1], "--max-steps", "4")
@@ -161,7 +159,7 @@ def test_init_from_on_the_command_line_with_a_run_file_without_a_preset(tmp_path
     parent_dir = tmp_path / "parent"
     parent_dir.mkdir()
     stored = get_preset("lstm-tiny", {"model.hidden_dim": 48})
-    (parent_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **stored}))
+    (parent_dir / "run.json").write_text(json.dumps({"preset": "lstm-tiny", **stored}))
     run_file = tmp_path / "domain.yaml"
     run_file.write_text("data: {max_length: 80}\ntrain: {max_steps: 50}\n")
     name, config = read_run_config(str(run_file), {"train.init_from": str(parent_dir)})

@@ -14,7 +14,7 @@ from keras import ops
 
 from tf_outheads_zoo.components import build_optimizer
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
-from tf_outheads_zoo.presets import PRESETS, get_preset
+from tf_outheads_zoo.presets import PRESETS, get_preset, preset_config
 from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 VOCAB = 400
@@ -78,9 +78,9 @@ def test_lstm_uniform_init_is_in_the_saved_config():
 
 @pytest.mark.parametrize("name", LSTM_PRESETS)
 def test_lstm_presets_use_the_reference_initialisation_and_optimizer(name):
-    preset = get_preset(name)
-    assert preset["model"].get("uniform_init", 0.1) == 0.1
-    optimizer = build_optimizer(preset)
+    config = preset_config(name)
+    assert getattr(config.model, "uniform_init", 0.1) == 0.1
+    optimizer = build_optimizer(config)
     # PyTorch's Adam ε and OpenNMT-py's max_grad_norm: one norm over all gradients.
     assert optimizer.epsilon == 1e-8
     assert optimizer.clipnorm is None
@@ -98,8 +98,7 @@ def test_clipping_keys_are_exclusive():
                                         {"name": "inverse_sqrt", "warmup_steps": 10})])
 def test_optimizer_keys_settable_on_every_preset(key, value):
     for name in ("lstm-cpu", "lstm-tiny", "lstm-pappas", "transformer-cpu"):
-        preset = get_preset(name, {key: value})
-        optimizer = build_optimizer(preset)
+        optimizer = build_optimizer(preset_config(name, {key: value}))
         if key == "train.optimizer":
             assert type(optimizer).__name__ == "LazyAdam"
         elif key == "train.adam_epsilon":
@@ -159,7 +158,7 @@ def test_transformer_scales_embeddings_by_sqrt_d():
 
 @pytest.mark.parametrize("name", TRANSFORMER_PRESETS)
 def test_transformer_presets_keep_vaswani_optimizer(name):
-    optimizer = build_optimizer(get_preset(name))
+    optimizer = build_optimizer(preset_config(name))
     assert optimizer.beta_2 == 0.98
     assert optimizer.epsilon == 1e-9
     assert optimizer.clipnorm is None and optimizer.global_clipnorm is None

@@ -5,7 +5,7 @@ import pytest
 from tf_outheads.metrics import parameter_report
 from tf_outheads_zoo.components import model_arguments
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import preset_config
 
 # A small vocabulary keeps the models cheap; the differences below do not
 # depend on |V| except untied − tied = |V|·d_h, checked with this |V|.
@@ -14,7 +14,7 @@ D = D_H = 512
 
 
 def report(preset_name):
-    model_cls, arguments = model_arguments(get_preset(preset_name))
+    model_cls, arguments = model_arguments(preset_config(preset_name))
     assert model_cls is LSTMSeq2Seq
     model = LSTMSeq2Seq(VOCAB_SIZE, VOCAB_SIZE, **arguments)
     return parameter_report(model)

@@ -1,5 +1,7 @@
 """Every preset builds its model and decoder; the VIVO Table 3 presets match the table."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -8,7 +10,7 @@ from tf_outheads.layers.continuous_head import ContinuousOutputHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.metrics import parameter_report
 from tf_outheads_zoo.components import build_model, training_loss
-from tf_outheads_zoo.presets import PRESETS, get_preset
+from tf_outheads_zoo.presets import PRESETS, get_preset, preset_config
 from tf_outheads_zoo.run_pairs import resolve_pairs
 
 VOCAB = 40  # every preset's model at a tiny vocabulary: the layers are what is checked
@@ -27,24 +29,25 @@ def _default_run(name):
     for name in sorted(PRESETS)])
 def test_preset_builds_its_model_loss_and_translator(name, bible_slice, bible_tokenizer,
                                                      tmp_path):
-    preset = get_preset(name)
-    assert set(preset) == {"description", "data", "model", "train", "decode"}
-    assert preset["description"]
+    config = preset_config(name)
+    assert set(config.to_dict()) == {"description", "data", "model", "train", "decode"}
+    assert config.description
     # LSTM presets give hidden_dim, Transformer presets model_dim.
-    if preset["model"].get("hidden_dim", preset["model"].get("model_dim")) > 512:
+    if config.model.width > 512:
         pytest.skip("large model: test_vivo_table_3_presets builds the 1024 ones")
     vocab = VOCAB
-    if preset["model"].get("shared_private"):
+    if config.model.shared_private:
         # Pairs from the run's corpus and tokenizer, as tf_outheads_zoo.train makes them.
         pytest.importorskip("eflomal")
         with pytest.raises(ValueError, match="names pairs still to be built"):
-            build_model(preset, VOCAB, VOCAB)
-        preset["model"] = resolve_pairs(preset["model"], bible_slice.select(range(300)),
-                                        bible_tokenizer, bible_tokenizer, str(tmp_path))
+            build_model(config, VOCAB, VOCAB)
+        config = dataclasses.replace(config, model=resolve_pairs(
+            config.model, bible_slice.select(range(300)), bible_tokenizer, bible_tokenizer,
+            str(tmp_path)))
         vocab = bible_tokenizer.vocab_size
-    model = build_model(preset, vocab, vocab)
-    training_loss(preset["train"])  # a bad loss spec raises
-    Translator(model, bible_tokenizer, bible_tokenizer, **preset["decode"])
+    model = build_model(config, vocab, vocab)
+    training_loss(config.train)  # a bad loss spec raises
+    Translator(model, bible_tokenizer, bible_tokenizer, **config.decode.options())
 
 
 @pytest.mark.slow  # 1024-unit models (issue 37: CI runs it)
@@ -56,7 +59,7 @@ def test_vivo_table_3_presets(name, head_type, bible_tokenizer):
     assert preset["data"]["max_length"] == 100
     assert preset["decode"]["replace_unk"] is True
     assert preset["train"]["learning_rate"] == (5e-4 if "vmf" in name else 2e-4)
-    model = build_model(preset, 50, 60)
+    model = build_model(preset_config(name), 50, 60)
     assert isinstance(model.head, head_type)
     assert len(model.encoder.rnn_layers) == 1 and len(model.decoder.cells) == 2
     assert model.encoder.bidirectional and model.decoder.hidden_dim == 1024

@@ -14,7 +14,7 @@ from tf_outheads_zoo.components import build_optimizer, check_components, traini
 from tf_outheads_zoo.config import RunConfig
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
 from tf_outheads_zoo.model_config import MODEL_TYPES, ModelConfig, unregister_model_type
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import preset_config
 from tf_outheads_zoo.schema import ConfigError, setting
 
 
@@ -80,13 +80,13 @@ def test_a_name_registered_by_a_user_is_built_from_the_configuration():
 
 def test_a_head_trains_with_its_default_loss_unless_train_loss_names_one():
     # No train.loss: the head's default_loss (compile_for_translation), with label smoothing.
-    assert training_loss(get_preset("lstm-cpu")["train"]) == {"label_smoothing": 0.1}
+    assert training_loss(preset_config("lstm-cpu").train) == {"label_smoothing": 0.1}
     model = LSTMSeq2Seq(30, 30, embedding_dim=8, hidden_dim=8, num_layers=1,
                         head={"class_name": "continuous", "config": {"output_dim": 4}})
     assert type(model.head.default_loss()).__name__ == "VMFLoss"
     with pytest.raises(ValueError, match="no label smoothing"):
         model.head.default_loss(label_smoothing=0.1)
-    vmf = training_loss(get_preset("lstm-cpu-vmf")["train"])["loss"]
+    vmf = training_loss(preset_config("lstm-cpu-vmf").train)["loss"]
     assert (type(vmf).__name__, vmf.norm_penalty, vmf.dot_scale) == ("VMFLoss", 0.02, 0.1)
 
 
@@ -175,7 +175,7 @@ def test_a_run_file_imports_the_modules_of_its_components(user_module, tmp_path)
     import json
     import sys
 
-    from tf_outheads_zoo.stored import read_run_config, read_stored_preset
+    from tf_outheads_zoo.stored import read_run_config, read_stored_run
 
     run_file = tmp_path / "mine.yaml"
     run_file.write_text(f"imports: [{user_module}]\npreset: lstm-tiny\n"
@@ -186,12 +186,12 @@ def test_a_run_file_imports_the_modules_of_its_components(user_module, tmp_path)
     preset = config.to_dict()
     assert preset["imports"] == [user_module] and preset["model"]["units"] == 4
 
-    # preset.json keeps the list: reading it imports the module (translate, export, resume).
-    stored = tmp_path / "preset.json"
-    stored.write_text(json.dumps({"name": name, **preset}), encoding="utf-8")
+    # run.json keeps the list: reading it imports the module (translate, export, resume).
+    stored = tmp_path / "run.json"
+    stored.write_text(json.dumps({"preset": name, **preset}), encoding="utf-8")
     unregister_model_type(user_module)
     sys.modules.pop(user_module)
-    assert read_stored_preset(str(stored))[1]["model"]["model_type"] == user_module
+    assert read_stored_run(str(stored))[1].model.model_type == user_module
     assert user_module in sys.modules
 
 

@@ -544,29 +544,30 @@ def test_cpu_pair_differs_only_by_rewe():
     "lstm-cpu-rewe", "lstm-rewe-paper", "lstm-rewe-paper-plain", "lstm-cpu-rewe-contrastive-a",
     "lstm-cpu-rewe-contrastive-b"))])  # all five in the slow set (issues 37, 40)
 def test_every_rewe_preset_builds_compiles_and_trains_a_step(name):
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
     from tf_outheads_zoo.components import build_model, training_loss
 
-    preset = get_preset(name, {"model.embedding_dim": 12, "model.hidden_dim": 16})
-    rewe = preset["model"].get("rewe")
+    config = preset_config(name, {"model.embedding_dim": 12, "model.hidden_dim": 16})
+    rewe = config.model.rewe
     if rewe and "embedding_dim" in rewe:
-        preset["model"]["rewe"] = dict(rewe, embedding_dim=12)
-    head = preset["model"]["head"]
+        config = config.with_overrides({"model.rewe": dict(rewe, embedding_dim=12)})
+    head = config.model.head
     if isinstance(head, dict) and head["class_name"] == "continuous":
-        head["config"]["output_dim"] = 12
-    model = build_model(preset, SOURCE_VOCAB, TARGET_VOCAB)
+        config = config.with_overrides({"model.head": dict(
+            head, config=dict(head["config"], output_dim=12))})
+    model = build_model(config, SOURCE_VOCAB, TARGET_VOCAB)
     vectors = np.random.default_rng(0).normal(size=(TARGET_VOCAB, 12))
     if hasattr(model.head, "set_target_vectors"):
         model.head.set_target_vectors(vectors)
     if model.rewe is not None and model.rewe.targets == "pretrained":
         model.rewe.set_target_vectors(vectors)
-    compile_for_translation(model, **training_loss(preset["train"]))
+    compile_for_translation(model, **training_loss(config.train))
     x, y = make_batch()
     logs = model.train_on_batch(x, y, return_dict=True)
     assert np.isfinite(logs["loss"])
-    assert ("rewe_loss" in logs) == (preset["train"].get("rewe") is not None)
-    if preset["train"].get("rewe"):
-        weight = preset["train"]["rewe"]["weight"]
+    assert ("rewe_loss" in logs) == (config.train.rewe is not None)
+    if config.train.rewe:
+        weight = config.train.rewe["weight"]
         np.testing.assert_allclose(logs["loss"], logs["logits_loss"] + weight * logs["rewe_loss"],
                                    rtol=1e-5)
 

@@ -5,6 +5,7 @@ exception raised from a callback, after the step's rows are written and before
 its backup) several times and resumed each time.
 """
 
+import dataclasses
 import json
 import os
 
@@ -16,7 +17,7 @@ from tf_outheads.training import callbacks as callbacks_module
 from tf_outheads_zoo import cli, runs
 from tf_outheads_zoo import train as train_module
 from tf_outheads_zoo.curves import LossCurves
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import get_preset, preset_config
 
 STEPS_PER_EPOCH = 3
 MAX_STEPS = 18
@@ -171,9 +172,43 @@ def test_a_finished_run_is_not_trained_again(corpus, tmp_path, capsys):
     cli.main(["train", "--run-dir", run_dir, "--max-steps", "8"])
     with open(os.path.join(run_dir, "results.json")) as f:
         assert json.load(f)["steps"] == 8
-    with open(os.path.join(run_dir, "preset.json")) as f:
+    with open(os.path.join(run_dir, "run.json")) as f:
         stored = json.load(f)
-    assert stored["name"] == "lstm-tiny" and stored["data"]["vocab_size"] == 300
+    assert stored["preset"] == "lstm-tiny" and stored["data"]["vocab_size"] == 300
+
+
+@pytest.mark.slow  # two CLI trainings
+def test_a_run_directory_of_preset_json_loads_translates_and_resumes(corpus, tmp_path, capsys):
+    # Run directories written before run.json hold preset.json (the preset's name under
+    # "name"): they load, translate as before, and resume; the resume stores run.json.
+    run_dir = tmp_path / "run"
+    base = ["train", "--preset", "lstm-tiny", "--run-dir", str(run_dir), "--corpus", corpus,
+            "--set", "data.vocab_size=300", "--set", "train.steps_per_epoch=3",
+            "--set", "train.epochs=100", "--set", "decode.max_length_offset=3"]
+    cli.main(base + ["--max-steps", "3"])
+    capsys.readouterr()
+    source = tmp_path / "source.txt"
+    source.write_text("En el principio creó Dios los cielos y la tierra.\nY dijo Dios.\n",
+                      encoding="utf-8")
+    translate = ["translate", "--run-dir", str(run_dir), "--input", str(source),
+                 "--beam-size", "2"]
+    cli.main(translate)
+    expected = capsys.readouterr().out
+    _, config = runs.stored_run(str(run_dir))
+    stored = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    (run_dir / "preset.json").write_text(json.dumps({"name": stored.pop("preset"), **stored}),
+                                         encoding="utf-8")
+    (run_dir / "run.json").unlink()
+    assert runs.stored_run(str(run_dir)) == ("lstm-tiny", config)
+    assert runs.load_run(str(run_dir))[3] == config
+    cli.main(translate)
+    assert capsys.readouterr().out == expected
+    cli.main(["train", "--run-dir", str(run_dir), "--max-steps", "6"])  # its own settings
+    with open(run_dir / "results.json", encoding="utf-8") as f:
+        assert json.load(f)["steps"] == 6
+    assert not (run_dir / "preset.json").exists()
+    assert json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["preset"] == "lstm-tiny"
+    assert runs.stored_run(str(run_dir))[1] == config.with_overrides({"train.max_steps": 6})
 
 
 def _contents(directory):
@@ -228,7 +263,7 @@ def _text_sets(directory):
 
 def test_a_resume_after_a_data_file_changed_is_refused_naming_it(corpus, tmp_path):
     directory = write_text_files(corpus, str(tmp_path / "text"))
-    data = get_preset("lstm-tiny", _overrides(corpus, **_text_sets(directory)))["data"]
+    data = preset_config("lstm-tiny", _overrides(corpus, **_text_sets(directory))).data
     run_dir = tmp_path / "run"
     os.makedirs(run_dir / "backup" / "ckpt-000000003")  # it holds a run
     logged = []
@@ -310,22 +345,22 @@ def test_a_preset_file_without_a_tokenizer_or_backup_takes_new_settings(corpus, 
     first = get_preset("lstm-tiny", _overrides(corpus, **{"data.vocab_size": 500}))
     (run_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **first}),
                                          encoding="utf-8")
-    name, preset = runs.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
-    assert preset["data"]["vocab_size"] == 300
+    name, config = runs.resolve_run_config("lstm-tiny", str(run_dir), _overrides(corpus))
+    assert config.data.vocab_size == 300
     logged = capsys.readouterr().out.splitlines()
     assert len(logged) == 1 and "data.vocab_size" in logged[0] and "replace" in logged[0]
     # With a tokenizer, it is a run: other settings are refused as before.
     (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")
     with pytest.raises(runs.RunDirectoryError, match="holds a run of preset"):
-        runs.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
+        runs.resolve_run_config("lstm-tiny", str(run_dir), _overrides(corpus))
 
 
 def test_a_step_budget_beyond_the_epochs_budget_is_reported():
-    train = get_preset("lstm-tiny", {"train.max_steps": 60, "train.epochs": 20,
-                                     "train.steps_per_epoch": 2})["train"]
+    train = preset_config("lstm-tiny", {"train.max_steps": 60, "train.epochs": 20,
+                                        "train.steps_per_epoch": 2}).train
     note = train_module.smaller_epochs_budget(train)
     assert note.startswith("train.max_steps 60 is more than train.epochs × "
                            "train.steps_per_epoch = 20 × 2 = 40 steps")
     assert "stops this run at step 40" in note
-    assert train_module.smaller_epochs_budget({**train, "max_steps": 40}) is None
-    assert train_module.smaller_epochs_budget({**train, "max_steps": None}) is None
+    assert train_module.smaller_epochs_budget(dataclasses.replace(train, max_steps=40)) is None
+    assert train_module.smaller_epochs_budget(dataclasses.replace(train, max_steps=None)) is None

@@ -13,7 +13,7 @@ import pytest
 
 from tests.corpus import write_corpus_slice, write_text_files
 from tf_outheads_zoo import cli, runs
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import get_preset, preset_config
 from tf_outheads_zoo.schema import ConfigError
 from tf_outheads_zoo.stored import MAX_FILE_BYTES, load_run_config
 
@@ -114,22 +114,22 @@ def test_a_first_start_with_a_tokenizer_and_no_step_takes_new_model_settings(cor
     (run_dir / "preset.json").write_text(json.dumps({"name": "lstm-tiny", **first}),
                                          encoding="utf-8")
     (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")
-    name, preset = runs.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
-    assert preset["model"]["hidden_dim"] == get_preset("lstm-tiny")["model"]["hidden_dim"]
+    name, config = runs.resolve_run_config("lstm-tiny", str(run_dir), _overrides(corpus))
+    assert config.model.hidden_dim == preset_config("lstm-tiny").model.hidden_dim
     logged = capsys.readouterr().out.splitlines()
     assert len(logged) == 1 and "model.hidden_dim" in logged[0] and "replace" in logged[0]
     # Batching may change too; the settings the tokenizer depends on may not.
-    runs.resolve_preset("lstm-tiny", str(run_dir),
-                                _overrides(corpus, **{"model.hidden_dim": 24,
-                                                      "data.batch_tokens": 999}))
+    runs.resolve_run_config("lstm-tiny", str(run_dir),
+                            _overrides(corpus, **{"model.hidden_dim": 24,
+                                                  "data.batch_tokens": 999}))
     with pytest.raises(runs.RunDirectoryError, match="data.vocab_size"):
-        runs.resolve_preset("lstm-tiny", str(run_dir),
-                                    _overrides(corpus, **{"model.hidden_dim": 24,
-                                                          "data.vocab_size": 400}))
+        runs.resolve_run_config("lstm-tiny", str(run_dir),
+                                _overrides(corpus, **{"model.hidden_dim": 24,
+                                                      "data.vocab_size": 400}))
     # Once a step is backed up (here: its loss curve), it is a run: refused as before.
     (run_dir / "loss_curves.csv").write_text("step\n", encoding="utf-8")
     with pytest.raises(runs.RunDirectoryError, match="holds a run of preset"):
-        runs.resolve_preset("lstm-tiny", str(run_dir), _overrides(corpus))
+        runs.resolve_run_config("lstm-tiny", str(run_dir), _overrides(corpus))
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["in_memory", "streamed"])
@@ -158,7 +158,7 @@ def test_a_damaged_data_files_record_is_named(corpus, tmp_path):
     (run_dir / "tokenizer.json").write_text("{}", encoding="utf-8")
     (run_dir / "data_files.json").write_text("", encoding="utf-8")  # truncated
     with pytest.raises(RunDirectoryError, match=r"data_files.json: damaged"):
-        check_data_fingerprints(str(run_dir), get_preset("lstm-tiny", _overrides(corpus))["data"],
+        check_data_fingerprints(str(run_dir), preset_config("lstm-tiny", _overrides(corpus)).data,
                                 log=lambda *_: None)
 
 

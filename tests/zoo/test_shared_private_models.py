@@ -141,15 +141,17 @@ def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_
 
     train = bible_slice.select(range(800))
     messages = []
-    config = {"embedding_dim": 16, "shared_private": {"pairs": "auto", "threshold": 0.05,
-                                                      "sharing_ratios": [0.9, 0.7, 0.5]}}
+    from tf_outheads_zoo.presets import preset_config
+
+    config = preset_config("lstm-tiny", {"model.embedding_dim": 16, "model.shared_private": {
+        "pairs": "auto", "threshold": 0.05, "sharing_ratios": [0.9, 0.7, 0.5]}}).model
     resolved = resolve_pairs(config, train, bible_tokenizer, bible_tokenizer, str(tmp_path),
                              log=messages.append)
-    path = resolved["shared_private"]["pairs"]
+    path = resolved.shared_private["pairs"]
     assert path == str(tmp_path / "word_pairs.tsv")
-    assert resolved["shared_private"]["sharing_ratios"] == [0.9, 0.7, 0.5]
-    assert "threshold" not in resolved["shared_private"]
-    assert config["shared_private"]["pairs"] == "auto"  # the preset is not modified
+    assert resolved.shared_private["sharing_ratios"] == [0.9, 0.7, 0.5]
+    assert "threshold" not in resolved.shared_private
+    assert config.shared_private["pairs"] == "auto"  # the settings are not modified
     assert any("WordPairs: lm" in m for m in messages)
     messages.clear()
     assert resolve_pairs(config, train, bible_tokenizer, bible_tokenizer, str(tmp_path),

@@ -13,7 +13,8 @@ from tf_outheads.training import strategy as tfo_strategy
 from tf_outheads_zoo import cli
 from tf_outheads_zoo import train as zoo_train
 from tf_outheads_zoo.components import check_components
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import get_preset, preset_config
+from tf_outheads_zoo.runs import stored_run
 from tf_outheads_zoo.schema import ConfigError
 
 SAMPLING = {"nbest_size": 16, "alpha": 0.1}
@@ -31,9 +32,9 @@ def test_bad_settings_are_refused_naming_the_key(value, message):
 
 
 def test_a_bpe_run_with_subword_sampling_is_refused_before_anything_is_written():
-    preset = get_preset("lstm-tiny", {"data.subword_sampling": SAMPLING})
+    config = preset_config("lstm-tiny", {"data.subword_sampling": SAMPLING})
     with pytest.raises(ConfigError, match="set data.tokenizer_type: unigram"):
-        check_components(preset)
+        check_components(config)
 
 
 def _targets(dataset, tokenizer, batches=None):
@@ -60,11 +61,11 @@ def test_a_sampled_run_trains_and_only_its_training_batches_are_sampled(tmp_path
               "--set", "train.steps_per_epoch=3", "--set", "decode.max_length_offset=3"])
     with open(os.path.join(run_dir, "results.json")) as f:
         assert json.load(f)["steps"] == 6
-    with open(os.path.join(run_dir, "preset.json")) as f:
+    with open(os.path.join(run_dir, "run.json")) as f:
         preset = json.load(f)
     assert preset["data"]["subword_sampling"] == SAMPLING
     strategy = tfo_strategy.make_strategy("default")
-    data = zoo_train._prepare_data(preset, run_dir, strategy,
+    data = zoo_train._prepare_data(stored_run(run_dir)[1], run_dir, strategy,
                                    functools.partial(tfo_strategy.chief_first, strategy),
                                    log=lambda *_: None)
     tokenizer = data.target_tokenizer

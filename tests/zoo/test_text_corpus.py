@@ -1,5 +1,6 @@
 """A user's own corpus as plain-text files (`data.train/dev/test`), through a run file."""
 
+import dataclasses
 import json
 
 import keras
@@ -11,7 +12,7 @@ from tests.corpus import text_data, write_corpus_slice, write_text_files
 from tf_outheads import data as tfo_data
 from tf_outheads_zoo import cli
 from tf_outheads_zoo.config import data_set
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import get_preset, preset_config
 from tf_outheads_zoo.schema import ConfigError
 from tf_outheads_zoo.splits import TrainingData, tokenizer_seed
 
@@ -25,17 +26,17 @@ def small_corpus(tmp_path_factory):
 @pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
 def test_text_files_give_the_batches_of_the_same_pairs_in_a_tsv(small_corpus, tmp_path):
     directory = write_text_files(small_corpus, str(tmp_path / "text"))
-    tsv = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400})
-    text = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400,
-                                    "data.train": text_data(directory)["train"]})
+    tsv = preset_config("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400})
+    text = preset_config("lstm-tiny", {"data.corpus": small_corpus, "data.vocab_size": 400,
+                                       "data.train": text_data(directory)["train"]})
     batches = {}
-    for name, preset in (("tsv", tsv), ("text", text)):
-        keras.utils.set_random_seed(preset["train"]["seed"])
-        data = TrainingData(preset["data"], seed=tokenizer_seed(preset), log=lambda *_: None)
+    for name, config in (("tsv", tsv), ("text", text)):
+        keras.utils.set_random_seed(config.train.seed)
+        data = TrainingData(config.data, seed=tokenizer_seed(config), log=lambda *_: None)
         assert data.streamed == (name == "text")
         tokenizers = tfo_data.build_tokenizers(data.sample.sources, data.sample.targets,
                                                tmp_path / f"spm-{name}", vocab_size=400)
-        dataset = data.dataset(*tokenizers, seed=preset["train"]["seed"])
+        dataset = data.dataset(*tokenizers, seed=config.train.seed)
         batches[name] = [[t.numpy() for t in tf.nest.flatten(b)] for b in dataset.take(40)]
         batches[name + " pieces"] = tokenizers[0].vocabulary()  # the model bytes hold its path
     assert batches["tsv pieces"] == batches["text pieces"]
@@ -60,7 +61,7 @@ def test_a_run_file_of_text_files_trains_evaluates_and_translates(small_corpus, 
     cli.main(["train", "--config", str(run_file), "--run-dir", str(run_dir), "--max-steps", "6"])
     out = capsys.readouterr().out
     assert "streamed from text files" in out and "[dev] step 3: BLEU" in out
-    with open(run_dir / "preset.json", encoding="utf-8") as f:
+    with open(run_dir / "run.json", encoding="utf-8") as f:
         stored = json.load(f)["data"]
     assert stored["train"]["source"] == str(project / "corpora" / "train.es")  # absolute
     with open(run_dir / "results.json", encoding="utf-8") as f:
@@ -88,7 +89,7 @@ def test_a_run_file_of_text_files_trains_evaluates_and_translates(small_corpus, 
     ("a.de", r"data\.train must be"),
 ])
 def test_a_malformed_training_set_names_the_key(value, message):
-    data = dict(get_preset("lstm-tiny")["data"], train=value)
+    data = dataclasses.replace(preset_config("lstm-tiny").data, train=value)  # unchecked
     with pytest.raises(ConfigError, match=message):
         data_set(data, "train")
     if isinstance(value, str):
@@ -107,7 +108,7 @@ def test_a_malformed_dev_set_is_refused_before_anything_is_written(small_corpus,
                   "--set", "data.dev={'tsv': '" + small_corpus + "', 'split': 3}"])
     assert exit_info.value.code == 2
     assert "data.dev.split must be str" in capsys.readouterr().err
-    assert not (run_dir / "preset.json").exists()
+    assert not (run_dir / "run.json").exists()
 
 
 def test_train_files_of_different_lengths_stop_before_training(small_corpus, tmp_path, capsys):
@@ -125,12 +126,13 @@ def test_train_files_of_different_lengths_stop_before_training(small_corpus, tmp
 def test_a_tsv_set_in_the_run_file_is_that_tsv_split(small_corpus, tmp_path):
     from tf_outheads_zoo.splits import read_split
 
-    default = get_preset("lstm-tiny", {"data.corpus": small_corpus,
-                                       "data.strip_target_suffixes": []})["data"]
+    default = preset_config("lstm-tiny", {"data.corpus": small_corpus,
+                                          "data.strip_target_suffixes": []}).data
     # The corpus's own dev split, named as a TSV set with other columns.
-    named = dict(default, corpus="/nowhere.tsv",
-                 dev={"tsv": small_corpus, "split": "dev", "source": "es", "target": "en_kjv",
-                      "references": ["en_web"]})
+    named = dataclasses.replace(
+        default, corpus="/nowhere.tsv",
+        dev={"tsv": small_corpus, "split": "dev", "source": "es", "target": "en_kjv",
+             "references": ["en_web"]})
     assert data_set(named, "dev") == {"kind": "tsv", "path": small_corpus, "split": "dev",
                                       "source": "es", "target": "en_kjv",
                                       "references": ["en_web"]}
@@ -139,18 +141,19 @@ def test_a_tsv_set_in_the_run_file_is_that_tsv_split(small_corpus, tmp_path):
     assert corpus.references["en_web"] == reference.targets
     assert corpus.targets == reference.references["en_kjv"] != reference.targets
     with pytest.raises(ConfigError, match=r"data\.dev\.split must be str"):
-        data_set(dict(default, dev={"tsv": small_corpus, "split": 3}), "dev")
+        data_set(dataclasses.replace(default, dev={"tsv": small_corpus, "split": 3}), "dev")
 
 
 def test_a_tsv_and_its_text_files_give_the_same_tokenizer_sample(small_corpus, tmp_path):
     directory = write_text_files(small_corpus, str(tmp_path / "text"))
     samples = []
     for train in (None, text_data(directory)["train"]):
-        preset = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.train": train,
-                                          "data.tokenizer_sample": 100})
-        samples.append(TrainingData(preset["data"], seed=7, log=lambda *_: None).sample)
+        config = preset_config("lstm-tiny", {"data.corpus": small_corpus, "data.train": train,
+                                             "data.tokenizer_sample": 100})
+        samples.append(TrainingData(config.data, seed=7, log=lambda *_: None).sample)
     tsv, text = samples
     assert len(tsv) == len(text) == 100 and tsv.sources == text.sources
     assert tsv.targets == text.targets
-    other = get_preset("lstm-tiny", {"data.corpus": small_corpus, "data.tokenizer_sample": 100})
-    assert TrainingData(other["data"], seed=8, log=lambda *_: None).sample.sources != tsv.sources
+    other = preset_config("lstm-tiny", {"data.corpus": small_corpus,
+                                        "data.tokenizer_sample": 100})
+    assert TrainingData(other.data, seed=8, log=lambda *_: None).sample.sources != tsv.sources

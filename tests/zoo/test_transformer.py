@@ -28,7 +28,7 @@ from tf_outheads.metrics import parameter_report
 from tf_outheads.training import InverseSquareRootSchedule
 from tf_outheads_zoo.components import build_model, build_optimizer, training_loss
 from tf_outheads_zoo.lstm import LSTMSeq2Seq
-from tf_outheads_zoo.presets import get_preset
+from tf_outheads_zoo.presets import get_preset, preset_config
 from tf_outheads_zoo.transformer import TransformerSeq2Seq
 
 SOURCE_VOCAB = 23
@@ -585,7 +585,7 @@ def test_inverse_sqrt_schedule_serializes():
 # -- presets and the training entry point -----------------------------------------------------
 
 def test_transformer_base_preset_is_the_paper():
-    preset = get_preset("transformer-base")
+    preset = get_preset("transformer-base")  # the plain dict
     assert preset["model"] == {
         "model_type": "transformer", "model_dim": 512, "ffn_dim": 2048, "num_heads": 8, "encoder_layers": 6,
         "decoder_layers": 6, "dropout": 0.1, "attention_dropout": 0.1, "ffn_dropout": 0.1,
@@ -593,26 +593,27 @@ def test_transformer_base_preset_is_the_paper():
     train = preset["train"]
     assert train["label_smoothing"] == 0.1
     assert preset["data"]["batch_tokens"] == 25000
-    optimizer = build_optimizer(preset)
+    config = preset_config("transformer-base")
+    optimizer = build_optimizer(config)
     assert optimizer.beta_1 == 0.9 and optimizer.beta_2 == 0.98 and optimizer.epsilon == 1e-9
     schedule = schedule_of(optimizer)
     assert isinstance(schedule, InverseSquareRootSchedule)
     assert (schedule.model_dim, schedule.warmup_steps, schedule.scale) == (512, 4000, 1.0)
-    assert isinstance(training_loss(train)["label_smoothing"], float)
+    assert isinstance(training_loss(config.train)["label_smoothing"], float)
     # The LSTM presets have OpenNMT-py's recipe: ε 1e-8, global norm clipping, no schedule.
-    lstm = build_optimizer(get_preset("lstm-cpu"))
+    lstm = build_optimizer(preset_config("lstm-cpu"))
     assert (lstm.epsilon, lstm.global_clipnorm, lstm.clipnorm) == (1e-8, 5.0, None)
     assert float(lstm.learning_rate) == pytest.approx(5e-3)
 
 
 def test_transformer_cpu_preset_builds_and_trains_a_step():
-    preset = get_preset("transformer-cpu", {"model.model_dim": 16, "model.ffn_dim": 24})
-    assert preset["model"]["encoder_layers"] == 3 and preset["model"]["num_heads"] == 4
-    assert preset["model"]["norm"] == "pre" and preset["train"]["max_minutes"] == 25.0
-    model = build_model(preset, SOURCE_VOCAB, TARGET_VOCAB)
+    config = preset_config("transformer-cpu", {"model.model_dim": 16, "model.ffn_dim": 24})
+    assert config.model.encoder_layers == 3 and config.model.num_heads == 4
+    assert config.model.norm == "pre" and config.train.max_minutes == 25.0
+    model = build_model(config, SOURCE_VOCAB, TARGET_VOCAB)
     assert isinstance(model, TransformerSeq2Seq) and len(model.decoder.blocks) == 3
-    compile_for_translation(model, optimizer=build_optimizer(preset),
-                            **training_loss(preset["train"]))
+    compile_for_translation(model, optimizer=build_optimizer(config),
+                            **training_loss(config.train))
     model.run_eagerly = True  # one step
     assert model.optimizer.beta_2 == 0.98
     source, target_in = make_batch()

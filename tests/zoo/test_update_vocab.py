@@ -98,17 +98,16 @@ def test_every_head_moves_its_tables_by_piece(corpora, tmp_path, head):
 def test_update_vocab_needs_init_from_and_a_fresh_optimizer(corpora, tmp_path, capsys):
     from tf_outheads_zoo.schema import ConfigError
     from tf_outheads_zoo.init_from import check_compatible
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
 
     with pytest.raises(SystemExit):
         _train(tmp_path / "a", corpora[1], "--preset", "lstm-tiny", "--update-vocab", "merge")
     assert "train.update_vocab applies to a run started from another" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
-    parent = get_preset("lstm-tiny")
-    child = get_preset("lstm-tiny", {"train.update_vocab": "merge", "data.vocab_size": 500})
+    parent = preset_config("lstm-tiny")
+    child = preset_config("lstm-tiny", {"train.update_vocab": "merge", "data.vocab_size": 500})
     check_compatible(parent, child, "P")  # a vocabulary update may change the size
     with pytest.raises(ConfigError, match="starts a fresh optimizer"):
-        check_compatible(parent, {**child, "train": {**child["train"], "init_optimizer": True}},
-                         "P")
+        check_compatible(parent, child.with_overrides({"train.init_optimizer": True}), "P")
     with pytest.raises(ConfigError, match="data.vocab_size"):
-        check_compatible(parent, get_preset("lstm-tiny", {"data.vocab_size": 500}), "P")
+        check_compatible(parent, preset_config("lstm-tiny", {"data.vocab_size": 500}), "P")

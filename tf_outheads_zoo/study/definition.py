@@ -198,17 +198,17 @@ def check_run_model(run_dir, arm):
     `model.scaled_attention` on for the CPU presets), which the study's own settings
     (`check_run_settings`) cannot see. A `ConfigError` naming the first differing key
     and both values; an unfinished run (training resumes check it) or one without a
-    `preset.json` passes."""
+    `run.json` (`preset.json`) passes."""
     from tf_outheads_zoo.schema import ConfigError
-    from tf_outheads_zoo.presets import get_preset
-    from tf_outheads_zoo.stored import read_stored_preset
+    from tf_outheads_zoo.presets import preset_config
+    from tf_outheads_zoo.stored import read_stored_run, stored_settings_path
 
-    path = os.path.join(run_dir, "preset.json")
-    if not (os.path.exists(path) and os.path.exists(os.path.join(run_dir, "results.json"))):
+    path = stored_settings_path(run_dir)
+    if path is None or not os.path.exists(os.path.join(run_dir, "results.json")):
         return
-    stored = json.loads(json.dumps(read_stored_preset(path)[1]["model"], default=str))
-    today = json.loads(json.dumps(get_preset(arm.preset, arm.override_dict())["model"],
-                                  default=str))
+    stored = json.loads(json.dumps(read_stored_run(path)[1].to_dict()["model"], default=str))
+    today = json.loads(json.dumps(
+        preset_config(arm.preset, arm.override_dict()).to_dict()["model"], default=str))
     differences = _differences(stored, today, "model.")
     if differences:
         key, was, now = differences[0]

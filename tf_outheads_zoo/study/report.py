@@ -423,13 +423,14 @@ def _bleu_curve(run_dir):
 
 
 def _data_settings(data, sizes=None):
-    """The `data` section `data` a run trained with (`_stored_data`), compared as: the
+    """The `DataConfig` `data` a run trained with (`_stored_data`) as a plain dict,
+    compared as: the
     corpus by file name only (the same corpus sits at another path on another machine).
 
     `sizes`: `{corpus file name: training split size}` of corpora readable here; a
     shuffle buffer or tokenizer sample at least that large (or None: all of it) is
     the same setting, `"all"`: the same batches, the same pieces."""
-    data = dict(data)
+    data = dataclasses.asdict(data)
     # ReWE's frozen target vectors are its method's input (trained on the same
     # training targets), not a difference in the data every arm sees.
     data.pop("target_vectors", None)
@@ -442,11 +443,11 @@ def _data_settings(data, sizes=None):
 
 
 def _stored_data(run_dir):
-    """The `data` section of a run's `preset.json`, read through the schema: records
-    from before a key get the value they trained with."""
-    from tf_outheads_zoo.stored import read_stored_preset
+    """The `DataConfig` of a run's `run.json` (`preset.json`), read through the schema:
+    records from before a key get the value they trained with."""
+    from tf_outheads_zoo.stored import read_stored_run, stored_settings_path
 
-    return read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["data"]
+    return read_stored_run(stored_settings_path(run_dir))[1].data
 
 
 @functools.lru_cache(maxsize=None)
@@ -465,7 +466,7 @@ def _corpus_sizes(stored):
     sizes = {}
     for data in stored:
         spec = data_set(data, "train")
-        name = os.path.basename(str(data["corpus"]))
+        name = os.path.basename(str(data.corpus))
         if spec["kind"] != "tsv" or name in sizes:
             continue
         path = spec["path"]

@@ -18,7 +18,8 @@ from tf_outheads_zoo.study.process import (Interrupted, check_not_in_use, run_ch
 from tf_outheads_zoo.study.stats import primary_score
 
 # What a record holds besides the translations and their references (`record_run`).
-RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "preset.json", "history.csv",
+RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "run.json", "preset.json",
+                "history.csv",
                 SETTINGS_FILE, CROSS_ENTROPY_FILE, "target_table.json")
 # The subprocesses run here, where `python -m tf_outheads_zoo.cli` finds the package.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,33 +33,32 @@ def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
     """
     from tf_outheads import data as tfo_data
     from tf_outheads_zoo.config import data_set
-    from tf_outheads_zoo.presets import get_preset
+    from tf_outheads_zoo.presets import preset_config
     from tf_outheads_zoo.splits import TrainingData, load_splits
 
-    preset = get_preset(preset_name, overrides)
-    data_config = preset["data"]
-    relevant = {k: data_config[k] for k in (
+    data_config = preset_config(preset_name, overrides).data
+    relevant = {k: getattr(data_config, k) for k in (
         "source_column", "target_column", "strip_target_suffixes", "max_length",
         "max_length_ratio", "vocab_size", "joint_vocabulary", "tokenizer_type")}
     # The corpus by name and size, not by path: a checkout elsewhere finds its tokenizers.
-    relevant["corpus"] = [os.path.basename(data_config["corpus"]),
-                          os.path.getsize(data_config["corpus"])]
-    if data_config.get("train") is not None:  # text files (a study file's data)
+    relevant["corpus"] = [os.path.basename(data_config.corpus),
+                          os.path.getsize(data_config.corpus)]
+    if data_config.train is not None:  # text files (a study file's data)
         relevant["train"] = [[os.path.basename(p), os.path.getsize(p)]
                              for pair in data_set(data_config, "train").get("pairs", [])
-                             for p in pair] or data_config["train"]
-        relevant["tokenizer_sample"] = data_config["tokenizer_sample"]
+                             for p in pair] or data_config.train
+        relevant["tokenizer_sample"] = data_config.tokenizer_sample
     directory = os.path.join(runs_dir, "tokenizers", short_hash(relevant))
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
-        if data_config.get("train") is not None:
+        if data_config.train is not None:
             # The pairs a run's own tokenizer would learn from (data.tokenizer_sample).
             train = TrainingData(data_config, seed=TOKENIZER_SEED, log=lambda *_: None).sample
         else:
             train = load_splits(data_config, log=lambda *_: None)["train"]
         tfo_data.build_tokenizers(
             train.sources, train.targets, directory,
-            vocab_size=data_config["vocab_size"], joint=data_config["joint_vocabulary"],
-            model_type=data_config["tokenizer_type"], seed=TOKENIZER_SEED)
+            vocab_size=data_config.vocab_size, joint=data_config.joint_vocabulary,
+            model_type=data_config.tokenizer_type, seed=TOKENIZER_SEED)
         with open(os.path.join(directory, "data_config.json"), "w", encoding="utf-8") as f:
             json.dump(relevant, f, indent=2)
         log(f"[study] tokenizer for {preset_name} → {directory}")
@@ -169,14 +169,14 @@ def score_run(run_dir, log=print):
     from tf_outheads_zoo.runs import load_run
     from tf_outheads_zoo.splits import read_split
 
-    model, source_tokenizer, target_tokenizer, preset = load_run(run_dir)
+    model, source_tokenizer, target_tokenizer, config = load_run(run_dir)
     scorer = Scorer(model, source_tokenizer, target_tokenizer)
     scores = {"head": type(model.head).__name__,
               "continuous": bool(getattr(model.head, "needs_target_vectors", False)),
               "log_probabilities": scorer.log_probabilities}
     for split in ("dev", "test"):
         # The pairs the run was evaluated on (its references: `compare.run_references`).
-        pairs = read_split(preset["data"], split, log=lambda *_: None)
+        pairs = read_split(config.data, split, log=lambda *_: None)
         results = scorer.score(pairs.sources, pairs.targets)
         tokens = sum(r["tokens"] for r in results)
         scores[split] = {"cross_entropy": -sum(r["log_prob"] for r in results) / tokens,
@@ -194,7 +194,7 @@ def score_run(run_dir, log=print):
             mismatched = scorer.score(others, pairs.targets)
             scores[split]["mismatched_source_cross_entropy"] = (
                 -sum(r["log_prob"] for r in mismatched) / tokens)
-            scores[split].update(_unigram_scores(preset, target_tokenizer, pairs.targets,
+            scores[split].update(_unigram_scores(config, target_tokenizer, pairs.targets,
                                                  scores["continuous"]))
     del model, scorer
     keras.backend.clear_session()
@@ -206,20 +206,20 @@ def score_run(run_dir, log=print):
     return scores
 
 
-def _unigram_scores(preset, target_tokenizer, references, continuous):
+def _unigram_scores(config, target_tokenizer, references, continuous):
     """`{"unigram_entropy", "unigram_loss"}` of `references` in the run's pieces
     (`stall.unigram_levels`: the unigram plateau, in the dev loss's units); `{}` where
     the run's dev loss is not a cross-entropy (a continuous head, another loss)."""
     from tf_outheads.data.special_tokens import EOS_ID
     from tf_outheads_zoo.study.stall import unigram_levels
 
-    train = preset["train"]
-    if continuous or train.get("loss"):
+    train = config.train
+    if continuous or train.loss:
         return {}
     pieces = [piece for row in target_tokenizer.tokenize(list(references)).to_list()
               for piece in row + [EOS_ID]]
     entropy, loss = unigram_levels(pieces, target_tokenizer.vocab_size,
-                                   train.get("label_smoothing") or 0.0)
+                                   train.label_smoothing or 0.0)
     return {"unigram_entropy": entropy, "unigram_loss": loss}
 
 
@@ -291,10 +291,10 @@ def translate_flags(options):
 def _decode_variant(run_dir, suffix, options, log=print):
     """`tf-outheads translate` of dev and test with `options` → `<split>.<suffix>.hyp`
     (its log in `translate.log`)."""
+    from tf_outheads_zoo.runs import stored_run
     from tf_outheads_zoo.splits import read_split
 
-    with open(os.path.join(run_dir, "preset.json"), encoding="utf-8") as f:
-        data_config = json.load(f)["data"]
+    data_config = stored_run(run_dir)[1].data  # through the schema, as the run read it
     for split in ("dev", "test"):
         output = os.path.join(run_dir, f"{split}.{suffix}.hyp")
         if os.path.exists(output):

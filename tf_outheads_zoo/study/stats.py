@@ -102,7 +102,7 @@ def dev_cross_entropy(run_dir):
     otherwise than `val_loss` (by sentences over batches, fixed in issue 53). `kind`
     says what it measures ("full cross-entropy, label smoothing 0.1", "vmf"...): only
     runs of the same kind compare."""
-    from tf_outheads_zoo.stored import read_stored_preset
+    from tf_outheads_zoo.stored import read_stored_run, stored_settings_path
 
     scores = forced_scores(run_dir)
     if scores is not None:
@@ -117,12 +117,12 @@ def dev_cross_entropy(run_dir):
     losses = dev_loss_curve(run_dir)[1]
     if not losses:
         return None, None
-    train = read_stored_preset(os.path.join(run_dir, "preset.json"))[1]["train"]
-    if train.get("loss"):
-        kind = train["loss"]["class_name"]
+    train = read_stored_run(stored_settings_path(run_dir))[1].train
+    if train.loss:
+        kind = train.loss["class_name"]
     else:
-        kind = (f"{'sampled' if train.get('sampled_softmax') else 'full'} cross-entropy, "
-                f"label smoothing {train['label_smoothing']:g}")
+        kind = (f"{'sampled' if train.sampled_softmax else 'full'} cross-entropy, "
+                f"label smoothing {train.label_smoothing:g}")
     if _has_column(run_dir, "val_logits_loss"):
         # Before issue 53 a model with an auxiliary head logged its output layer's dev
         # loss as a mean of batch means weighted by sentences, where `val_loss` is
