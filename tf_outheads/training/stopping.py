@@ -27,16 +27,19 @@ class TrainingPreempted(Exception):
         backup: str or `None`, the backup written.
         signal: `signal.Signals`, the signal received (`SIGTERM` when another worker
             of a multi-worker job got it).
+
+    `message`: what to say instead of the training's own words (a job of several runs
+    names the run it stopped).
     """
 
-    def __init__(self, step, backup, signum=signal.SIGTERM):
+    def __init__(self, step, backup, signum=signal.SIGTERM, message=None):
         self.step, self.backup = int(step), backup
         self.signal = signal.Signals(signum)
-        super().__init__(
+        super().__init__(message or (
             ("interrupted by Ctrl-C (SIGINT)" if self.signal == signal.SIGINT
              else f"stopped by {self.signal.name}") + f" after step {self.step}; "
             + (f"backup {backup} written: " if backup else "")
-            + "the same command resumes from it")
+            + "the same command resumes from it"))
 
 
 class SignalFlag:

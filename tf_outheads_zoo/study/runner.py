@@ -391,9 +391,7 @@ def _study_stopped(message, signal_name):
 
     from tf_outheads.training.stopping import TrainingPreempted
 
-    error = TrainingPreempted(0, None)
-    error.args, error.signal = (message,), signal.Signals[signal_name]
-    return error
+    return TrainingPreempted(0, None, signal.Signals[signal_name], message=message)
 
 
 def _record_seed_plan(runs_dir, arm_seeds, log=print):
