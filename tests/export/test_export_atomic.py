@@ -19,6 +19,7 @@ import tensorflow_text  # noqa: F401  (the SentencePiece ops a SavedModel load n
 from tf_outheads.export import export_translator
 from tf_outheads.export.atomic import check_export_directory, replace_directory
 from tf_outheads_zoo import cli, runs
+from tf_outheads_zoo.config import RunConfig
 from tf_outheads_zoo.study import export_winner
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -99,7 +100,7 @@ def reexported_winner(export_of, tiny_models, tokenizer, tmp_path_factory):
     logs = []
     with pytest.MonkeyPatch.context() as patch:  # the winner's run: the tiny joint model
         patch.setattr(runs, "load_run", lambda run_dir: (tiny_models["joint"], tokenizer,
-                                                         tokenizer, {"decode": {}}))
+                                                         tokenizer, RunConfig()))
         start = time.perf_counter()
         path = export_winner(numbers, str(target), log=logs.append)
         seconds = time.perf_counter() - start

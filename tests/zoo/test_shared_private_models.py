@@ -166,7 +166,7 @@ def test_auto_pairs_are_built_once_per_tokenizer_and_plotted(bible_slice, bible_
 
     vocabulary_size = bible_tokenizer.vocab_size
     model = LSTMSeq2Seq(vocabulary_size, vocabulary_size, embedding_dim=16, hidden_dim=16,
-                        num_layers=1, **{k: v for k, v in resolved.items() if k != "embedding_dim"})
+                        num_layers=1, shared_private=resolved.shared_private)
     figure = write_pair_figure(model, path, str(tmp_path / "pca.svg"), count=20)
     svg = open(figure, encoding="utf-8").read()
     assert svg.count("<circle") == 40 and svg.count('stroke="#ccc"') == 20
