@@ -76,6 +76,7 @@ def _check_child(parent_dir, child_dir, parent_results, child_results):
     assert (child_dir / "tokenizer.json").read_text() == (parent_dir / "tokenizer.json").read_text()
 
 
+@pytest.mark.slow  # two CLI trainings, 39 s: the fast suite's 10-minute budget (issue 55)
 def test_a_tied_run_starts_from_its_parents_model(corpora, tmp_path):
     parent_dir, child_dir = tmp_path / "parent", tmp_path / "child"
     parent = _train(parent_dir, corpora[0], "--preset", "lstm-tiny", "--max-steps", "4")

@@ -51,6 +51,7 @@ def _targets(dataset, tokenizer, batches=None):
     return seen
 
 
+@pytest.mark.slow  # a CLI training, 75 s: the fast suite's 10-minute budget (issue 55)
 def test_a_sampled_run_trains_and_only_its_training_batches_are_sampled(tmp_path):
     corpus = write_corpus_slice(tmp_path / "small.tsv", 300, 20, 20)
     run_dir = str(tmp_path / "run")
