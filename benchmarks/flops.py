@@ -2,21 +2,11 @@
 float32 matmul speed: the GFLOP/s a benchmark achieves and their share of the peak
 (`peer_opennmt.py`: ours and OpenNMT-py's, training and decoding).
 
-Takes a run's model section (`RunConfig.model`, e.g. `preset_config(name).model`), or a
-mapping of the same keys (a shape written by hand); imports TensorFlow only in
-`matmul_peak_gflops`.
+Takes a run's model section (`RunConfig.model`, e.g. `preset_config(name).model`);
+imports TensorFlow only in `matmul_peak_gflops`.
 """
 
-import dataclasses
 import time
-
-
-def model_shape(model):
-    """The keys of a model section as a dict: a `ModelConfig`'s fields, or `model` itself
-    (a mapping of the same keys)."""
-    if dataclasses.is_dataclass(model):
-        return {field.name: getattr(model, field.name) for field in dataclasses.fields(model)}
-    return model
 
 
 def forward_flops(model, vocab_size, source_length, target_length):
@@ -26,39 +16,38 @@ def forward_flops(model, vocab_size, source_length, target_length):
     layer over `vocab_size` words), for sentences of the given mean lengths. Element-wise
     work (activations, softmax, layer norms) is not counted: the FLOP/s are those of the
     matrix products, the work both systems must do whatever their overheads."""
-    model = model_shape(model)
-    if model["model_type"] == "lstm":
-        embed, hidden = model["embedding_dim"], model["hidden_dim"]
-        source_embed = model.get("source_embedding_dim") or embed
-        enc_layers = model.get("encoder_layers") or model["num_layers"]
-        dec_layers = model.get("decoder_layers") or model["num_layers"]
-        directions = 2 if model["bidirectional_encoder"] else 1
+    if model.model_type == "lstm":
+        embed, hidden = model.embedding_dim, model.hidden_dim
+        source_embed = model.source_embedding_dim or embed
+        enc_layers = model.encoder_layers or model.num_layers
+        dec_layers = model.decoder_layers or model.num_layers
+        directions = 2 if model.bidirectional_encoder else 1
         unit = hidden // directions
         per_source = directions * 2 * (source_embed + unit) * 4 * unit
         per_source += (enc_layers - 1) * directions * 2 * (hidden + unit) * 4 * unit
-        if model.get("attention_score", "general") == "general":
+        if model.attention_score == "general":
             per_source += 2 * hidden * hidden  # keys W_a · memory
-        fed = hidden if model.get("input_feeding") else 0
+        fed = hidden if model.input_feeding else 0
         per_target = 2 * (embed + fed + hidden) * 4 * hidden
         per_target += (dec_layers - 1) * 2 * (2 * hidden) * 4 * hidden
         per_target += 2 * 2 * source_length * hidden  # scores and context
         per_target += 2 * (2 * hidden) * hidden  # h̃ = tanh(W_c [c; h])
         per_target += 2 * hidden * vocab_size
         return {"per_source": per_source, "per_target": per_target}
-    if model["model_type"] == "transformer":
-        d, ffn = model["model_dim"], model["ffn_dim"]
+    if model.model_type == "transformer":
+        d, ffn = model.model_dim, model.ffn_dim
         layer_ffn = 2 * 2 * d * ffn
-        per_source = model["encoder_layers"] * (2 * 4 * d * d + layer_ffn
-                                               + 2 * 2 * source_length * d)
+        per_source = model.encoder_layers * (2 * 4 * d * d + layer_ffn
+                                             + 2 * 2 * source_length * d)
         # Cross-attention keys and values: once per source token and decoder layer.
-        per_source += model["decoder_layers"] * 2 * 2 * d * d
-        per_target = model["decoder_layers"] * (
+        per_source += model.decoder_layers * 2 * 2 * d * d
+        per_target = model.decoder_layers * (
             2 * 4 * d * d + 2 * 2 * target_length * d  # self-attention
             + 2 * 2 * d * d + 2 * 2 * source_length * d  # cross: queries, output, weights
             + layer_ffn)
         per_target += 2 * d * vocab_size
         return {"per_source": per_source, "per_target": per_target}
-    raise ValueError(f"no FLOP count for model_type={model['model_type']!r}")
+    raise ValueError(f"no FLOP count for model_type={model.model_type!r}")
 
 
 def train_flops_per_target_token(model, vocab_size, lengths):

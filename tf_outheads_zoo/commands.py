@@ -273,13 +273,9 @@ def evaluate(args):
         # Score against the corpus exactly as training reads it: the run's own
         # data settings when --run-dir is given, else the default preset's.
         if args.run_dir:
-            from tf_outheads_zoo.runs import RunDirectoryError, stored_run
+            from tf_outheads_zoo.runs import stored_run
 
-            stored = stored_run(args.run_dir)
-            if stored is None:
-                raise RunDirectoryError(f"{args.run_dir}: not a run directory (no run.json, "
-                                        "written by `tf-outheads train`)")
-            data_config = stored[1].data
+            data_config = stored_run(args.run_dir, required=True)[1].data
         else:
             data_config = preset_config(DEFAULT_PRESET).data
         changes = {}

@@ -85,11 +85,9 @@ def run_references(run_dir, split):
         return read_lines(recorded)
     from tf_outheads_zoo.runs import stored_run
 
-    stored = stored_run(run_dir)  # through the schema, as the run read its data
-    if stored is None:
-        raise FileNotFoundError(f"{os.path.join(run_dir, 'run.json')}: not a run directory "
-                                "(written by `tf-outheads train`)")
-    return read_split(stored[1].data, split, log=lambda *_: None).targets
+    # Through the schema, as the run read its data.
+    return read_split(stored_run(run_dir, required=True)[1].data, split,
+                      log=lambda *_: None).targets
 
 
 def significance_table(run_dirs, labels, split, test="bs", samples=1000):

@@ -46,9 +46,10 @@ class RunDirectoryError(ValueError):
     """A run directory that cannot take this command: other settings, or in use."""
 
 
-def stored_run(run_dir):
+def stored_run(run_dir, required=False):
     """`(preset name or None, RunConfig)` that `run_dir` stores (`run.json`, or the
-    `preset.json` of a directory written before it), or `None` when it stores neither.
+    `preset.json` of a directory written before it), or `None` when it stores neither
+    (with `required`: `FileNotFoundError` naming `run.json`).
 
     Read through the schema (`tf_outheads_zoo.stored.read_stored_run`): a file written
     before a key existed gets the value the run trained with (`data.bucket_width`
@@ -56,6 +57,11 @@ def stored_run(run_dir):
     """
     path = stored_settings_path(run_dir)
     if path is None:
+        if required:
+            raise FileNotFoundError(
+                f"{os.path.join(run_dir, RUN_FILE)}: not a run directory, or its settings are "
+                f"missing (tf-outheads train writes them; {LEGACY_RUN_FILE} in older run "
+                "directories)")
         return None
     try:
         return read_stored_run(path)
@@ -418,12 +424,8 @@ def load_run(run_dir):
     if not os.path.exists(model_path):
         raise FileNotFoundError(f"{model_path}: no trained model in this run directory "
                                 "(train first: tf-outheads train --run-dir ...)")
-    stored = stored_run(run_dir)  # imports the modules of its own components (imports:)
-    if stored is None:
-        raise FileNotFoundError(f"{os.path.join(run_dir, RUN_FILE)}: the run's settings are "
-                                f"missing (tf-outheads train writes them; {LEGACY_RUN_FILE} "
-                                "in older run directories)")
-    config = stored[1]
+    # (Imports the modules of its own components, `imports:`.)
+    config = stored_run(run_dir, required=True)[1]
     # Its model type's class, imported: Keras finds a class only once its module ran.
     config.model.model_class()
     model = load_model_file(model_path)

@@ -6,11 +6,12 @@ A run file may start from a named preset, so this module reads the preset table
 (`tf_outheads_zoo.presets`); the schema (`tf_outheads_zoo.config`) does not.
 """
 
+import dataclasses
 import difflib
 import json
 import os
 
-from tf_outheads_zoo.config import SECTIONS, RunConfig
+from tf_outheads_zoo.config import SECTIONS, RunConfig, TrainConfig
 from tf_outheads_zoo.presets import PRESET_CONFIGS
 from tf_outheads_zoo.schema import ConfigError, refuse_unknown
 
@@ -53,6 +54,8 @@ def stored_settings_path(run_dir):
         if os.path.exists(path):
             return path
     return None
+
+
 # `train` keys of a run started from another (`tf_outheads_zoo.init_from`): a child's own,
 # never taken from its parent's settings.
 INIT_KEYS = ("init_from", "init_optimizer", "update_vocab")
@@ -60,10 +63,6 @@ INIT_KEYS = ("init_from", "init_optimizer", "update_vocab")
 
 def without_init_keys(config):
     """A stored `RunConfig` as a child's base settings: its own `INIT_KEYS` reset."""
-    import dataclasses
-
-    from tf_outheads_zoo.config import TrainConfig
-
     defaults = TrainConfig()
     return dataclasses.replace(config, train=dataclasses.replace(
         config.train, **{key: getattr(defaults, key) for key in INIT_KEYS}))

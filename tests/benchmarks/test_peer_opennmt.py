@@ -130,9 +130,12 @@ def test_transformer_peer_follows_the_preset(peer, tmp_path):
 
 
 def test_flops_are_counted_from_the_shapes(peer):
-    lstm = {"model_type": "lstm", "embedding_dim": 4, "hidden_dim": 6, "num_layers": 1,
-            "bidirectional_encoder": True, "input_feeding": True,
-            "attention_score": "general"}
+    from tf_outheads_zoo.config import RunConfig
+
+    lstm = RunConfig().with_overrides({
+        "model.model_type": "lstm", "model.embedding_dim": 4, "model.hidden_dim": 6,
+        "model.num_layers": 1, "model.bidirectional_encoder": True,
+        "model.input_feeding": True, "model.attention_score": "general"}).model
     flops = peer.forward_flops(lstm, vocab_size=10, source_length=5, target_length=7)
     # Encoder: 2 directions × 2·(4 + 3)·12; keys 2·6·6.
     assert flops["per_source"] == 2 * 2 * 7 * 12 + 2 * 36
@@ -141,8 +144,9 @@ def test_flops_are_counted_from_the_shapes(peer):
     # Training: 3 × forward, the source side per target token.
     assert peer.train_flops_per_target_token(lstm, 10, {"source": 5, "target": 7}) == (
         3 * (flops["per_target"] + flops["per_source"] * 5 / 7))
-    transformer = {"model_type": "transformer", "model_dim": 8, "ffn_dim": 16,
-                   "encoder_layers": 2, "decoder_layers": 1}
+    transformer = RunConfig().with_overrides({
+        "model.model_type": "transformer", "model.model_dim": 8, "model.ffn_dim": 16,
+        "model.num_heads": 2, "model.encoder_layers": 2, "model.decoder_layers": 1}).model
     flops = peer.forward_flops(transformer, vocab_size=10, source_length=5, target_length=7)
     assert flops["per_source"] == 2 * (2 * 4 * 64 + 2 * 2 * 8 * 16 + 2 * 2 * 5 * 8) + 2 * 2 * 64
     assert flops["per_target"] == (2 * 4 * 64 + 2 * 2 * 7 * 8 + 2 * 2 * 64 + 2 * 2 * 5 * 8
@@ -166,8 +170,12 @@ def test_flops_entry_and_decode_counts(peer, tmp_path):
     theirs.write_text("x y\nq r s\n")
     counts = peer.decode_token_counts(Pieces(), str(sources), str(ours), str(theirs))
     assert counts == {"source_tokens": 7, "ours_output_tokens": 7, "peer_output_tokens": 7}
-    lstm = {"model_type": "lstm", "embedding_dim": 4, "hidden_dim": 6, "num_layers": 1,
-            "bidirectional_encoder": True, "input_feeding": True}
+    from tf_outheads_zoo.config import RunConfig
+
+    lstm = RunConfig().with_overrides({
+        "model.model_type": "lstm", "model.embedding_dim": 4, "model.hidden_dim": 6,
+        "model.num_layers": 1, "model.bidirectional_encoder": True,
+        "model.input_feeding": True}).model
     entry = {"ours": {"train_tokens_per_second": 2e9}, "peer": {"train_tokens_per_second": 1e9},
              "decode": {"sentences": 2, "ours_seconds": 1.0, "peer_seconds": 2.0, **counts}}
     peer.add_flops(entry, lstm, 10, {"source": 3.5, "target": 3.5}, peak=100.0)

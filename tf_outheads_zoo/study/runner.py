@@ -294,7 +294,7 @@ def _decode_variant(run_dir, suffix, options, log=print):
     from tf_outheads_zoo.runs import stored_run
     from tf_outheads_zoo.splits import read_split
 
-    data_config = stored_run(run_dir)[1].data  # through the schema, as the run read it
+    data_config = stored_run(run_dir, required=True)[1].data  # as the run read it
     for split in ("dev", "test"):
         output = os.path.join(run_dir, f"{split}.{suffix}.hyp")
         if os.path.exists(output):
