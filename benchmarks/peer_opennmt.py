@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import REPO_ROOT, benchmark_parser  # noqa: E402
-from peer_ct2 import ct2_convert, ct2_result, ct2_translate  # noqa: E402
+from peer_ct2 import ct2_parity, ct2_result, ct2_sides, ct2_steady_state  # noqa: E402
 from flops import (  # noqa: E402, F401  (the FLOP counts: flops.py, here too as before)
     add_flops, decode_flops, forward_flops, matmul_peak_gflops, train_flops_per_target_token,
 )
@@ -415,16 +415,10 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
                                        os.path.join(peer_dir, "decode"), data["tokenizer"])[1],
     }
     ct2 = getattr(args, "ct2", False)
-    if ct2:  # issue 42: CTranslate2 float32 and int8 from the same checkpoint, ours in int8
-        models = {kind: ct2_convert(args.peer_python, checkpoint,
-                                    os.path.join(peer_dir, f"ct2-{kind}"), kind, peer_env())
-                  for kind in ("float32", "int8")}
-        sides["ours_int8"] = lambda: our_translate(
-            ours_dir, text, os.path.join(ours_dir, "decode_output_int8.txt"), quantize="int8")
-        for kind, model_dir in models.items():
-            sides[f"ct2_{kind}"] = lambda kind=kind, model_dir=model_dir: ct2_translate(
-                args.peer_python, model_dir, pieces,
-                os.path.join(peer_dir, f"decode_ct2_{kind}.sp"), kind, peer_env())
+    if ct2:  # issues 42 and 57: CTranslate2 from the peer's checkpoint and from our run
+        ct2_calls, ct2_outputs = ct2_sides(args.peer_python, checkpoint, ours_dir, peer_dir,
+                                           text, pieces, peer_env(), our_translate)
+        sides.update(ct2_calls)
     # Alternated (ours, peer, ours, peer, ...; with CTranslate2's sides every other
     # round in reverse order) so that a slow spell of the machine falls on every side;
     # each side's median process time is its speed.
@@ -448,13 +442,18 @@ def decode_speeds(args, data, ours_dir, peer_dir, steps, log=print):
                                     os.path.join(ours_dir, "decode_output.txt"),
                                     os.path.join(peer_dir, "decode.hyp.sp"))}
     if ct2:
-        result.update(ct2_result(
-            medians, times,
-            {"ours": result["ours_output_tokens"],
-             "ours_int8": ours_output_tokens(data["tokenizer"],
-                                             os.path.join(ours_dir, "decode_output_int8.txt")),
-             **{f"ct2_{kind}": sum(piece_counts(os.path.join(peer_dir, f"decode_ct2_{kind}.sp")))
-                for kind in ("float32", "int8")}}, log))
+        counts = {side: (sum(piece_counts(path)) if path.endswith(".sp")
+                         else ours_output_tokens(data["tokenizer"], path))
+                  for side, path in ct2_outputs.items()}
+        result.update(ct2_result(medians, times, {"ours": result["ours_output_tokens"],
+                                                  **counts}, log))
+        result["ct2_parity"] = ct2_parity(
+            os.path.join(ours_dir, "decode_output.txt"), ct2_outputs,
+            data["references"]["dev"], log)
+        result["ct2_steady_state"] = ct2_steady_state(
+            args.peer_python, {"peer_int8": os.path.join(peer_dir, "ct2-int8"),
+                               "ours_int8": os.path.join(ours_dir, "ct2-int8")},
+            data["files"]["dev.src"], peer_env(), log=log)
     return result
 
 

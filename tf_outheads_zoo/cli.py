@@ -21,7 +21,7 @@ from tf_outheads_zoo.errors import (_is_user_error, _show_library_warnings, erro
                                     stopped_exit_status)
 
 
-def _add_decode_flags(parser, which=""):
+def _add_decode_flags(parser, which="", quantize_help=None):
     """The flags of the decoding options (`tf_outheads.decoding.options.DecodeOptions`)
     that `translate` and `export` share, one per option, its destination the option's
     name (`commands._decode_settings` maps them onto `DecodeOptions` by name): a new
@@ -66,8 +66,11 @@ def _add_decode_flags(parser, which=""):
                              "run's decode.max_length_offset)")
     parser.add_argument("--max-source-length", type=int,
                         help="subword pieces kept per source, EOS included (default 256)")
-    parser.add_argument("--quantize", choices=["int8"], help="int8 weights (slower than "
-                        "float32 on CPUs measured: benchmarks/docs/quantize.md)")
+    if quantize_help is None:
+        parser.add_argument("--quantize", choices=["int8"], help="int8 weights (slower than "
+                            "float32 on CPUs measured: benchmarks/docs/quantize.md)")
+    else:
+        parser.add_argument("--quantize", help=quantize_help)
 
 
 def build_parser():
@@ -122,7 +125,16 @@ def build_parser():
     average.set_defaults(func=commands.average)
 
     translate = subparsers.add_parser("translate", help="translate a file with a trained run")
-    translate.add_argument("--run-dir", required=True)
+    translate.add_argument("--run-dir", help="a trained run (the tensorflow engine)")
+    translate.add_argument("--engine", choices=("tensorflow", "ctranslate2"),
+                           default="tensorflow",
+                           help="tensorflow (default: the run's Keras model) or ctranslate2 "
+                                "(--model: an export --format ctranslate2 directory)")
+    translate.add_argument("--model", metavar="DIR",
+                           help="with --engine ctranslate2: the exported directory")
+    translate.add_argument("--compute-type", default="default",
+                           help="with --engine ctranslate2: CTranslate2's compute type "
+                                "(default: the exported weights' type; int8, float32, ...)")
     translate.add_argument("--input", required=True, help="one source sentence per line, or -")
     translate.add_argument("--output", help="hypotheses file (default stdout)")
     translate.add_argument("--batch-size", type=int,
@@ -156,11 +168,16 @@ def build_parser():
     score.set_defaults(func=commands.score)
 
     export = subparsers.add_parser(
-        "export", help="write a SavedModel that translates raw strings (TF Serving)")
+        "export", help="write a SavedModel that translates raw strings (TF Serving), or a "
+                       "CTranslate2 model")
     export.add_argument("--run-dir", required=True, help="a trained run (model.keras, tokenizers)")
     export.add_argument("--output", required=True,
                         help="SavedModel directory; for TF Serving a version directory, "
                              "e.g. exports/translator/1")
+    export.add_argument("--format", choices=("savedmodel", "ctranslate2"), default="savedmodel",
+                        help="savedmodel (default) or ctranslate2 (Transformer models; "
+                             "pip install 'tf_outheads[ctranslate2]'; translate with "
+                             "translate --engine ctranslate2 --model OUTPUT)")
     export.add_argument("--num-hypotheses", type=int, help="default n-best size (default 1)")
     export.add_argument("--beam-sizes", type=int_tuple,
                         help="beam widths the graph holds, comma-separated (default 1,2,4,5,8)")
@@ -169,7 +186,9 @@ def build_parser():
     export.add_argument("--max-request-pieces", type=int,
                         help="subword pieces one request's sources may hold in all; more are "
                              "refused (default 16384)")
-    _add_decode_flags(export, "default ")
+    _add_decode_flags(export, "default ", quantize_help=(
+        "savedmodel: int8 (slower than float32 on CPUs measured: benchmarks/docs/quantize.md); "
+        "ctranslate2: its weight type, int8 (its fast CPU path), int16, float16, ..."))
     export.set_defaults(func=commands.export)
 
     compare = subparsers.add_parser(

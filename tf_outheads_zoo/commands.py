@@ -111,16 +111,30 @@ def average(args):
 
 
 def translate(args):
-    from tf_outheads.decoding.translator import Translator
     from tf_outheads.metrics import read_lines, split_lines
-    from tf_outheads_zoo.runs import load_run
 
-    model, source_tokenizer, target_tokenizer, config = load_run(args.run_dir)
+    if args.engine == "ctranslate2":
+        defaults, make_translator = _ctranslate2_engine(args)
+    else:
+        from tf_outheads.decoding.translator import Translator
+        from tf_outheads_zoo.runs import load_run
+
+        if args.model is not None:
+            raise CommandError("--model DIR goes with --engine ctranslate2 (an export "
+                               "--format ctranslate2 directory)")
+        if args.run_dir is None:
+            raise CommandError("--run-dir: the trained run to translate with (or --engine "
+                               "ctranslate2 --model DIR)")
+        model, source_tokenizer, target_tokenizer, config = load_run(args.run_dir)
+        defaults = config.decode.options()
+        # The options by name: `Translator` checks them once, as a `DecodeOptions`.
+        make_translator = lambda settings: Translator(  # noqa: E731
+            model, source_tokenizer, target_tokenizer, **settings)
+    settings = _decode_settings(defaults, args)
     # Lines end at "\n" only, for a file and for standard input alike (not at U+2028,
     # form feeds or U+0085, which str.splitlines would split on).
     sources = (read_lines(args.input) if args.input != "-"
                else split_lines(sys.stdin.buffer.read(), "<stdin>"))
-    settings = _decode_settings(config.decode.options(), args)
     n_best = args.n_best or 1
     if n_best > settings.get("beam_size", 1):
         raise CommandError(f"--n-best {n_best} needs a beam at least as wide: give "
@@ -134,8 +148,7 @@ def translate(args):
                                f"lines and --input {len(sources)}: give one prefix per source "
                                "(an empty line for none)")
     settings["num_hypotheses"] = n_best
-    # The options by name: `Translator` checks them once, as a `DecodeOptions`.
-    translator = Translator(model, source_tokenizer, target_tokenizer, **settings)
+    translator = make_translator(settings)
     # Sources longer than the model reads are cut, with a logged warning that counts them.
     hypotheses = translator.translate(sources, with_scores=True, target_prefix=prefixes)
     if n_best == 1:
@@ -147,6 +160,38 @@ def translate(args):
     else:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def _ctranslate2_engine(args):
+    """`translate --engine ctranslate2`: the export's recorded decoding defaults, and a
+    function of the settings giving its `CTranslate2Translator` (the defaults it does not
+    take left out, a flag it does not take refused by name)."""
+    from tf_outheads.export.ctranslate2 import import_ctranslate2
+    from tf_outheads.export.ctranslate2_translator import (SUPPORTED_OPTIONS,
+                                                           CTranslate2Translator,
+                                                           read_export_metadata)
+
+    if args.model is None:
+        raise CommandError("--engine ctranslate2 needs --model DIR (an export --format "
+                           "ctranslate2 directory)")
+    if args.run_dir is not None:
+        raise CommandError("--run-dir goes with the tensorflow engine; --engine ctranslate2 "
+                           "reads everything from --model")
+    try:
+        import_ctranslate2()  # the optional extra: before anything else is read
+    except ImportError as error:
+        raise CommandError(str(error)) from None
+
+    def make_translator(settings):
+        settings = {k: v for k, v in settings.items()
+                    if k in SUPPORTED_OPTIONS or getattr(args, k, None) is not None}
+        try:
+            return CTranslate2Translator(args.model, compute_type=args.compute_type,
+                                         **settings)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+
+    return read_export_metadata(args.model).get("decode", {}), make_translator
 
 
 def _hypothesis_lines(hypotheses, args, with_alignments=False):
@@ -247,11 +292,34 @@ def results(args):
 
 
 def export(args):
-    from tf_outheads_zoo.runs import export_run
+    from tf_outheads_zoo.runs import export_run, export_run_ctranslate2
 
     # Defaults of the SavedModel's signatures: the run's decoding settings
     # (`export_run`), unless given here.
     options = _decode_settings({}, args)
+    if args.format == "ctranslate2":
+        given = [f"--{name.replace('_', '-')}" for name in
+                 ("beam_sizes", "max_request_sources", "max_request_pieces")
+                 if getattr(args, name) is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)}: SavedModel options; a CTranslate2 model "
+                               "takes no such limit (leave them out with --format ctranslate2)")
+        quantization = options.pop("quantize", None)
+        try:
+            path, dropped = export_run_ctranslate2(args.run_dir, args.output, quantization,
+                                                   **options)
+        except ImportError as error:  # the optional extra is not installed
+            raise CommandError(str(error)) from None
+        print(f"[export] CTranslate2 model written to {path} (weights "
+              f"{quantization or 'float32'}; translate with: tf-outheads translate --engine "
+              f"ctranslate2 --model {path} --input FILE)")
+        if dropped:
+            print(f"[export] decoding defaults CTranslate2 does not take were left out: "
+                  f"{', '.join(f'{k}={v!r}' for k, v in dropped.items())}")
+        return
+    if options.get("quantize") not in (None, "int8"):
+        raise CommandError(f"--quantize {options['quantize']}: a SavedModel takes int8 only "
+                           "(the other weight types are CTranslate2's: --format ctranslate2)")
     _override(options, args, ("beam_sizes", "max_request_sources", "max_request_pieces"))
     from tf_outheads.export.translator_module import SIGNATURE_KEYS
 

@@ -9,6 +9,7 @@ run directory stores: `run.json`, or an older directory's `preset.json`), `check
 """
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -470,4 +471,32 @@ def export_run(run_dir, output, **options):
     settings = export_options(config.decode.options())
     settings.update({k: v for k, v in options.items() if v is not None})
     return export_translator(model, source_tokenizer, target_tokenizer, output, **settings)
+
+
+def export_run_ctranslate2(run_dir, output, quantization=None, **options):
+    """`tf-outheads export --format ctranslate2`: the run's model as a CTranslate2 model
+    directory (`tf_outheads.export.to_ctranslate2`), its decoding defaults the run's
+    (`options` over them) where CTranslate2 takes them. Returns `(path, left out)`: the
+    defaults it does not take, `{name: value}` (`CTranslate2Translator`). Checked
+    before the run is loaded: CTranslate2 installed, the quantization, the directory."""
+    from tf_outheads.export import ctranslate2 as ct2
+    from tf_outheads.export.atomic import CTRANSLATE2, check_export_directory
+    from tf_outheads.decoding.options import DecodeOptions
+    from tf_outheads.export.ctranslate2_translator import SUPPORTED_OPTIONS
+
+    ct2.import_ctranslate2()
+    if quantization is not None and quantization not in ct2.QUANTIZATIONS:
+        raise ValueError(f"--quantize {quantization}: CTranslate2 takes one of "
+                         f"{', '.join(ct2.QUANTIZATIONS)}")
+    check_export_directory(output, CTRANSLATE2)
+    model, source_tokenizer, target_tokenizer, config = load_run(run_dir)
+    settings = config.decode.options()
+    settings.update({k: v for k, v in options.items() if v is not None})
+    defaults = {field.name: field.default for field in dataclasses.fields(DecodeOptions)}
+    kept = {k: v for k, v in settings.items() if k in SUPPORTED_OPTIONS}
+    dropped = {k: v for k, v in settings.items()
+               if k not in SUPPORTED_OPTIONS and k in defaults and v != defaults[k]}
+    path = ct2.to_ctranslate2(model, source_tokenizer, target_tokenizer, output,
+                              quantization=quantization, decode=kept)
+    return path, dropped
 

@@ -31,8 +31,8 @@ from tf_outheads.data.special_tokens import PAD_ID
 from tf_outheads.layers.attention import sinusoidal_position_encoding
 from tf_outheads.models.seq2seq import Seq2SeqModel
 from tf_outheads.validation import positive_int
-from tf_outheads_zoo.transformer_layers import (NORMS, TransformerDecoder, TransformerEncoder,
-                                              _decoding_length)
+from tf_outheads_zoo.transformer_layers import (LAYER_NORM_EPSILON, NORMS, TransformerDecoder,
+                                              TransformerEncoder, _decoding_length)
 
 
 @export
@@ -250,6 +250,42 @@ class TransformerSeq2Seq(Seq2SeqModel):
     def decoder_step(self, ids_t, state):
         x_t = self._embed(self.target_embedding, ids_t, state["step"])  # (B, d)
         return self.decoder.step(x_t, ids_t, state)
+
+    def ctranslate2_backbone(self, max_positions):
+        """CTranslate2's `TransformerSpec` of this model (`Seq2SeqModel.ctranslate2_backbone`):
+        pre- or post-norm layers, ReLU feed-forward, embeddings scaled by √d, this
+        library's sinusoids as explicit position encodings, layer-norm epsilon 1e-6,
+        alignments from the last layer averaged over heads (as `alignment` here)."""
+        from ctranslate2.specs import common_spec, transformer_spec
+
+        from tf_outheads.export import ctranslate2 as ct2
+        from tf_outheads.layers.linear_scores import to_numpy
+
+        pre_norm = self.norm == "pre"
+        relu = common_spec.Activation.RELU
+        encoder = transformer_spec.TransformerEncoderSpec(
+            self.encoder_layers, self.num_heads, pre_norm=pre_norm, activation=relu)
+        decoder = transformer_spec.TransformerDecoderSpec(
+            self.decoder_layers, self.num_heads, pre_norm=pre_norm, activation=relu,
+            alignment_layer=-1, alignment_heads=0)
+        spec = transformer_spec.TransformerSpec(encoder, decoder)
+        spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+        positions = ct2.position_encodings(self.model_dim, max_positions)
+        encoder.embeddings[0].weight = to_numpy(self.source_embedding.embeddings)
+        decoder.embeddings.weight = to_numpy(self.target_embedding.embeddings)
+        for side, stack in ((encoder, self.encoder), (decoder, self.decoder)):
+            side.position_encodings.encodings = positions
+            for layer, block in zip(side.layer, stack.blocks):
+                ct2.set_attention(layer.self_attention, block.self_attention,
+                                  block.self_attention_norm, self_attention=True)
+                if side is decoder:
+                    ct2.set_attention(layer.attention, block.cross_attention,
+                                      block.cross_attention_norm, self_attention=False)
+                ct2.set_feed_forward(layer.ffn, block.ffn_inner, block.ffn_outer,
+                                     block.ffn_norm)
+            if stack.final_norm is not None:
+                ct2.set_layer_norm(side.layer_norm, stack.final_norm)
+        return spec
 
     def get_config(self):
         config = super().get_config()

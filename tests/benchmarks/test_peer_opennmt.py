@@ -236,8 +236,9 @@ def test_missing_peer_environment_is_named(tmp_path):
 
 def test_ct2_sides_are_converted_once_alternated_and_compared_per_output_piece(
         peer, tmp_path, monkeypatch):
-    calls, converted = [], []
-    seconds = {"ours": 10.0, "peer": 20.0, "ours_int8": 30.0, "ct2_float32": 8.0, "ct2_int8": 4.0}
+    calls, converted, exported = [], [], []
+    seconds = {"ours": 10.0, "peer": 20.0, "ours_int8": 30.0, "ct2_float32": 8.0,
+               "ct2_int8": 4.0, "ours_ct2_float32": 9.0, "ours_ct2_int8": 5.0}
 
     def ours(run_dir, source_text, output, quantize=None):
         side = "ours_int8" if quantize == "int8" else "ours"
@@ -260,17 +261,38 @@ def test_ct2_sides_are_converted_once_alternated_and_compared_per_output_piece(
         pathlib.Path(output).write_text("x y z w\n" * 4)  # 4 lines of 4 pieces + EOS
         return seconds[f"ct2_{compute_type}"]
 
+    def export(run_dir, output_dir, quantization):
+        exported.append((run_dir, quantization))
+        return output_dir
+
+    def ours_ct2(model_dir, source_text, output):
+        kind = model_dir.rsplit("-", 1)[1]
+        calls.append(f"ours_ct2_{kind}")
+        # float32: our graph's output exactly; int8: one line differs (3 pieces + EOS).
+        pathlib.Path(output).write_text("x y\n" * 3 + ("x y" if kind == "float32" else "x z w")
+                                        + "\n")
+        return seconds[f"ours_ct2_{kind}"]
+
+    def steady(peer_python, models, source_pieces, env, log=print):
+        assert set(models) == {"peer_int8", "ours_int8"}
+        return {name: {"pieces_per_second": 100.0} for name in models}
+
     class Pieces:
         def encode(self, lines):
             return [line.split() for line in lines]
 
-    for name, function in (("our_translate", ours), ("peer_translate", theirs),
-                           ("ct2_convert", convert), ("ct2_translate", ct2)):
-        monkeypatch.setattr(peer, name, function)
+    peer_ct2 = sys.modules["peer_ct2"]
+    for module, name, function in (
+            (peer, "our_translate", ours), (peer, "peer_translate", theirs),
+            (peer, "ct2_steady_state", steady), (peer_ct2, "ct2_convert", convert),
+            (peer_ct2, "ct2_translate", ct2), (peer_ct2, "ours_ct2_export", export),
+            (peer_ct2, "ours_ct2_translate", ours_ct2)):
+        monkeypatch.setattr(module, name, function)
     dev_pieces = tmp_path / "dev.sp"
     dev_pieces.write_text("a b\nc\n")
     data = {"splits": {"dev": type("Split", (), {"sources": ["a b", "c"]})()},
-            "files": {"dev.src": str(dev_pieces)}, "tokenizer": Pieces()}
+            "files": {"dev.src": str(dev_pieces)}, "tokenizer": Pieces(),
+            "references": {"dev": ["x y", "x y"]}}
     args = type("Args", (), {"decode_copies": 2, "decode_repeats": 2, "ct2": True,
                              "peer_python": str(tmp_path / "bin" / "python")})()
     for side in ("ours", "peer"):
@@ -279,10 +301,21 @@ def test_ct2_sides_are_converted_once_alternated_and_compared_per_output_piece(
                                 log=lambda line: None)
     checkpoint = str(tmp_path / "peer" / "model_step_200.pt")
     assert converted == [(checkpoint, "float32"), (checkpoint, "int8")]
-    order = ["ours", "peer", "ours_int8", "ct2_float32", "ct2_int8"]
+    assert exported == [(str(tmp_path / "ours"), "float32"), (str(tmp_path / "ours"), "int8")]
+    order = ["ours", "peer", "ours_int8", "ct2_float32", "ours_ct2_float32", "ct2_int8",
+             "ours_ct2_int8"]
     assert calls == order + order[::-1]
     assert result["output_tokens"] == {"ours": 12, "ours_int8": 12, "ct2_float32": 20,
-                                       "ct2_int8": 20}
+                                       "ct2_int8": 20, "ours_ct2_float32": 12,
+                                       "ours_ct2_int8": 13}
     # Per output piece: ours int8 12 / 30 s against CTranslate2 int8 20 / 4 s.
     assert result["ct2_int8_ratio"] == pytest.approx((12 / 30.0) / (20 / 4.0))
     assert result["ct2_int8_ratio_float32"] == pytest.approx((12 / 10.0) / (20 / 4.0))
+    # Issue 57: our int8 export against the peer's (13 / 5 s against 20 / 4 s) and against
+    # our float32 graph (12 / 10 s).
+    assert result["ours_ct2_int8_vs_peer_ct2_int8"] == pytest.approx((13 / 5.0) / (20 / 4.0))
+    assert result["ours_ct2_int8_vs_ours"] == pytest.approx((13 / 5.0) / (12 / 10.0))
+    # Parity on the first copy of dev (2 lines): the float32 export writes the graph's.
+    assert result["ct2_parity"]["identical_lines"] == 1.0
+    assert result["ct2_parity"]["bleu"]["float32"] == result["ct2_parity"]["bleu"]["graph"]
+    assert result["ct2_steady_state"]["ours_int8"]["pieces_per_second"] == 100.0

@@ -33,6 +33,7 @@ export holding files an export does not write (replacing the directory would
 delete them).
 """
 
+import collections
 import os
 import re
 import shutil
@@ -48,9 +49,27 @@ EXPORT_ENTRIES = frozenset({SAVED_MODEL_FILE, "fingerprint.pb", "variables", "as
 EXTRA_ASSETS = frozenset({"tf_outheads_export.json"})
 
 
-def check_export_directory(path):
-    """Refuse `path` unless an export may be written there: absent, an empty directory,
-    or an export (a `saved_model.pb` and only what an export writes).
+# A kind of export directory: the file that marks one (`marker`), what it may hold at
+# its top (`entries`), what it may hold in `assets.extra/` (`extra`), and its name.
+ExportKind = collections.namedtuple("ExportKind", "name marker entries extra")
+SAVED_MODEL = ExportKind("SavedModel", SAVED_MODEL_FILE, EXPORT_ENTRIES, EXTRA_ASSETS)
+# `tf_outheads.export.to_ctranslate2`: CTranslate2's files and the run's tokenizers.
+CTRANSLATE2 = ExportKind(
+    "CTranslate2 model", "model.bin",
+    frozenset({"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
+               "target_vocabulary.json", "source.spm.model", "target.spm.model",
+               "tf_outheads_ctranslate2.json", "winner.json"}),
+    frozenset())
+
+
+def check_export_directory(path, kind=SAVED_MODEL):
+    """Refuse `path` unless an export of `kind` may be written there: absent, an empty
+    directory, or such an export (its marker file, and only what such an export writes).
+
+    Args:
+        path: str or path-like.
+        kind: `SAVED_MODEL` (`export_translator`) or `CTRANSLATE2` (`to_ctranslate2`).
+            Defaults to `SAVED_MODEL`.
 
     Raises:
         FileExistsError: naming `path` (and the files in the way): it would not be
@@ -65,17 +84,18 @@ def check_export_directory(path):
     entries = set(os.listdir(path))
     if not entries:
         return
-    if SAVED_MODEL_FILE not in entries:
+    if kind.marker not in entries:
+        hint = (f" (for TF Serving, a numbered version directory such as "
+                f"{os.path.join(path, '1')})" if kind is SAVED_MODEL else "")
         raise FileExistsError(
-            f"{path} is not empty and holds no SavedModel ({SAVED_MODEL_FILE}; it holds "
-            f"{_listing(entries)}): it is not an export, so an export would not overwrite "
-            f"it. Choose a new or empty directory (for TF Serving, a numbered version "
-            f"directory such as {os.path.join(path, '1')})")
-    foreign = sorted(entries - EXPORT_ENTRIES)
+            f"{path} is not empty and holds no {kind.name} ({kind.marker}; it holds "
+            f"{_listing(entries)}): it is not such an export, so an export would not "
+            f"overwrite it. Choose a new or empty directory{hint}")
+    foreign = sorted(entries - kind.entries)
     extra = os.path.join(path, "assets.extra")
-    if os.path.isdir(extra):
+    if "assets.extra" in kind.entries and os.path.isdir(extra):
         foreign += sorted(os.path.join("assets.extra", name)
-                          for name in set(os.listdir(extra)) - EXTRA_ASSETS)
+                          for name in set(os.listdir(extra)) - kind.extra)
     if foreign:
         raise FileExistsError(
             f"{path} holds an export and files an export does not write "
@@ -149,7 +169,7 @@ def _sync_tree(root):
         _fsync(directory, directory=True)
 
 
-def replace_directory(path, write):
+def replace_directory(path, write, kind=SAVED_MODEL):
     """Call `write(temporary_directory)` (an empty directory beside `path`), then move the
     result to `path` as the module docstring says: `path` is never partly written.
 
@@ -157,6 +177,8 @@ def replace_directory(path, write):
         path: str or path-like. The directory to write (created with its parents);
             if it is a symbolic link, the directory it points to is replaced.
         write: callable taking the temporary directory's path (str).
+        kind: what `path` may already hold (`check_export_directory`). Defaults to
+            `SAVED_MODEL`.
 
     Returns:
         str, `path`.
@@ -166,7 +188,7 @@ def replace_directory(path, write):
             anything is written.
     """
     path = os.fspath(path)
-    check_export_directory(path)
+    check_export_directory(path, kind)
     target = os.path.realpath(path)
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
@@ -176,7 +198,7 @@ def replace_directory(path, write):
     try:
         write(temporary)
         _sync_tree(temporary)
-        check_export_directory(path)  # still replaceable (another writer, a user)
+        check_export_directory(path, kind)  # still replaceable (another writer, a user)
         if not os.path.lexists(target):
             os.rename(temporary, target)
         else:
@@ -198,4 +220,4 @@ def replace_directory(path, write):
     return path
 
 
-__all__ = ["check_export_directory", "remove_stale_siblings", "replace_directory"]
+__all__ = ["CTRANSLATE2", "SAVED_MODEL", "ExportKind", "check_export_directory", "remove_stale_siblings", "replace_directory"]

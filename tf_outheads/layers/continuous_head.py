@@ -13,6 +13,7 @@ import numpy as np
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.layers.linear_scores import LinearScores, dense_affine, fold, to_numpy
 from tf_outheads.losses.vmf import VMFLoss
 from tf_outheads.ops.bessel import log_vmf_normalizer
 from tf_outheads.registry import register_head
@@ -184,6 +185,35 @@ class ContinuousOutputHead(keras.layers.Layer):
     def inference_cache(self):
         """`{"target_kernel": (m, V)}`: the table pre-transposed, once per model."""
         return {"target_kernel": ops.transpose(self.target_vectors())}
+
+    def linear_scores(self):
+        """The head as one linear output layer (`LinearScores`), for engines that end the
+        decoder with one (CTranslate2 export): `ê = h·K + b` (a hidden layer folded in
+        when its activation is linear), then `ê·e(w)` for every word, `(T·Kᵀ) h + T·b`.
+
+        With `scoring="posterior"` the log-softmax of these logits is `scores`
+        exactly (every search agrees). With `"cosine"` or `"log_likelihood"` only
+        the arg-max is the head's (greedy, nearest-neighbour decoding): `exact` is
+        False and the scores an engine reports are not vMF likelihoods.
+
+        Raises:
+            ValueError: the hidden layer has a nonlinearity.
+        """
+        if not self.built:
+            raise ValueError(f"Build the head before exporting it: {self.name}")
+        owner = f"ContinuousOutputHead {self.name!r}"
+        kernel, bias = dense_affine(self.output_layer, owner, "its output layer")
+        if self.hidden_layer is not None:
+            inner, inner_bias = dense_affine(self.hidden_layer, owner,
+                                             f"its hidden layer (hidden_units={self.hidden_units})")
+            kernel, bias = fold(kernel.T, bias, (inner, inner_bias))  # ê = h·(K₁K₂) + ...
+            kernel = kernel.T
+        weight, bias = fold(to_numpy(self.target_table), None, (kernel, bias))
+        exact = self.scoring == "posterior"
+        note = (f"ContinuousOutputHead: dot products with the unit target table, "
+                f"scoring={self.scoring!r}" + ("" if exact else
+                                               ": the arg-max (nearest neighbour) only"))
+        return LinearScores(weight, bias, exact=exact, note=note)
 
     def scores(self, h_t, cache=None):
         """Per-word scores `(B, V)` float32 of one decoding step (see the class doc)."""

@@ -23,6 +23,7 @@ import keras
 from keras import ops
 
 from tf_outheads.api_export import export
+from tf_outheads.layers.linear_scores import LinearScores, fold, to_numpy
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.ops.quantize import (ACTIVATIONS, QUANTIZATION_MODES, int8_matmul,
                                       quantize_int8)
@@ -112,6 +113,37 @@ class CategoricalHead(keras.layers.Layer):
     def output_bias(self):
         """Per-word bias ``(V,)``, or ``None``."""
         return None
+
+    def hidden_affine(self):
+        """`project_hidden` as an affine map, for `linear_scores`: `None` (the identity),
+        or `(kernel (d_h, d_o), bias (d_o,) or None)` as numpy.
+
+        Raises:
+            ValueError: naming why, where `project_hidden` is not affine.
+        """
+        return None
+
+    def linear_scores(self):
+        """The head as one linear output layer (`LinearScores`), for engines that end
+        the decoder with one (CTranslate2 export).
+
+        `scores(h)` is `log_softmax(project_hidden(h) · E′ᵀ + b)`; with an affine
+        `project_hidden` (`hidden_affine`) the two products fold into one matrix
+        (`tf_outheads.layers.linear_scores.fold`), so the map is exact for every
+        search. The weights are the float ones, whatever `quantize_inference` says.
+
+        Raises:
+            ValueError: naming why, where `project_hidden` is not affine (a joint
+                head's context projection with a nonlinearity).
+        """
+        if not self.built:
+            raise ValueError(f"Build the head before exporting it: {self.name}")
+        affine = self.hidden_affine()
+        bias = None if self.output_bias is None else to_numpy(self.output_bias)
+        weight, bias = fold(to_numpy(self.output_weights()), bias, affine)
+        note = ("log_softmax(h·E′ᵀ + b)" if affine is None
+                else "log_softmax(h·(E′·P)ᵀ + E′·b_p + b): the head's hidden projection P folded")
+        return LinearScores(weight, bias, exact=True, note=f"{type(self).__name__}: {note}")
 
     def piece_variables(self):
         """``[(variable, axis, role)]``: this head's own variables indexed by target piece
@@ -436,6 +468,11 @@ class TiedSoftmaxHead(CategoricalHead):
         if self.projection_layer is not None:
             return self.projection_layer(h)
         return h
+
+    def hidden_affine(self):
+        if self.projection_layer is None:
+            return None
+        return to_numpy(self.projection_layer.kernel), None
 
     def output_weights(self):
         return ops.cast(self.embedding.embeddings, self.compute_dtype)

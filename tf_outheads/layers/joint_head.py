@@ -14,6 +14,7 @@ from keras import ops
 from tf_outheads.api_export import export
 from tf_outheads.layers.heads import CategoricalHead
 from tf_outheads.layers.heads import target_embedding_argument
+from tf_outheads.layers.linear_scores import dense_affine
 from tf_outheads.registry import register_head
 
 
@@ -197,6 +198,14 @@ class JointEmbeddingHead(CategoricalHead):
         if self.context_projection is None:
             return h
         return self.activation(self.context_projection(h))
+
+    def hidden_affine(self):
+        # Affine only with a linear σ: then W = E′·V and b = E′·b_v + b (one matrix).
+        if self.context_projection is None:
+            return None
+        return dense_affine(self.context_projection, f"JointEmbeddingHead {self.name!r}",
+                            "its context projection σ(V·h + b_v) (Eq. 13)",
+                            activation=self.activation)
 
     def _project_outputs(self, rows):
         # g_out(e) = σ(U·eᵀ + b_u), Eq. 12, for any set of embedding rows.

@@ -358,6 +358,23 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
         """Quantize the backbone's own (non-`Dense`) layers for inference; none here.
         `activations`: `"dynamic"` or `"float"` (`tf_outheads.ops.quantize.int8_matmul`)."""
 
+    def ctranslate2_backbone(self, max_positions):
+        """This model's embeddings, encoder and decoder as a
+        `ctranslate2.specs.TransformerSpec`, its output projection and vocabularies left
+        for `tf_outheads.export.to_ctranslate2` (from the head and the tokenizers).
+
+        Args:
+            max_positions: int, the position encodings to write.
+
+        Raises:
+            NotImplementedError: naming why; here, always: a model type that
+                CTranslate2 can run overrides this (a Transformer encoder-decoder).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no CTranslate2 form: CTranslate2 runs Transformer "
+            "encoder-decoders only and has no RNN decoder (OpenNMT/CTranslate2 #796). "
+            "Export a SavedModel instead (tf_outheads.export.export_translator)")
+
     # -- parts ------------------------------------------------------------
     def auxiliary_heads(self):
         """`{"rewe": ReWEHead}` with a ReWE head, else `{}` (trained next to the head)."""
