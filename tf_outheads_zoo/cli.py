@@ -151,8 +151,28 @@ def build_parser():
     translate.add_argument("--target-prefix", metavar="FILE",
                            help="one line per source: the text its translation starts with "
                                 "(the search continues it; an empty line for none)")
+    translate.add_argument("--shortlist", nargs="?", const="", metavar="FILE",
+                           help="decode each batch over its shortlist's candidates only "
+                                "(vocabulary selection): FILE, or without it the run's "
+                                "shortlist.npz (tf-outheads shortlist)")
     _add_decode_flags(translate)
     translate.set_defaults(func=commands.translate)
+
+    shortlist = subparsers.add_parser(
+        "shortlist", help="build a run's lexical shortlist (vocabulary selection) from its "
+                          "training pairs; print its recall and size on dev")
+    shortlist.add_argument("--run-dir", required=True)
+    shortlist.add_argument("--top-k", type=int, default=50,
+                           help="target pieces kept per source piece (default 50)")
+    shortlist.add_argument("--frequent", type=int, default=100,
+                           help="most frequent target pieces always in (default 100)")
+    shortlist.add_argument("--bucket", type=int, default=64,
+                           help="candidate counts rounded up to a multiple of this, so "
+                                "searches are traced once per size (default 64)")
+    shortlist.add_argument("--aligner", choices=("eflomal", "co-occurrence"),
+                           help="default: eflomal where installed (the align extra), else "
+                                "sentence co-occurrence")
+    shortlist.set_defaults(func=commands.shortlist)
 
     score = subparsers.add_parser(
         "score", help="score given translations (forced decoding): log-probabilities per "
@@ -186,6 +206,10 @@ def build_parser():
     export.add_argument("--max-request-pieces", type=int,
                         help="subword pieces one request's sources may hold in all; more are "
                              "refused (default 16384)")
+    export.add_argument("--shortlist", nargs="?", const="", metavar="FILE",
+                        help="savedmodel: every request decodes over its shortlist's "
+                             "candidates (vocabulary selection): FILE, or without it the "
+                             "run's shortlist.npz")
     _add_decode_flags(export, "default ", quantize_help=(
         "savedmodel: int8 (slower than float32 on CPUs measured: benchmarks/docs/quantize.md); "
         "ctranslate2: its weight type, int8 (its fast CPU path), int16, float16, ..."))
@@ -294,7 +318,7 @@ def _line_break():
 # Options that are sizes or counts: 0 and negatives are refused by name.
 COUNT_OPTIONS = ("beam_size", "n_best", "batch_size", "num_hypotheses", "num_gpus",
                  "accumulation_steps", "last", "max_source_length", "max_request_sources",
-                 "max_request_pieces", "window", "samples", "steps")
+                 "max_request_pieces", "window", "samples", "steps", "top_k", "bucket")
 
 
 def main(argv=None):

@@ -127,9 +127,14 @@ def translate(args):
                                "ctranslate2 --model DIR)")
         model, source_tokenizer, target_tokenizer, config = load_run(args.run_dir)
         defaults = config.decode.options()
+        shortlist = None
+        if args.shortlist is not None:
+            from tf_outheads_zoo.shortlists import load_run_shortlist
+
+            shortlist = load_run_shortlist(args.run_dir, args.shortlist or None)
         # The options by name: `Translator` checks them once, as a `DecodeOptions`.
         make_translator = lambda settings: Translator(  # noqa: E731
-            model, source_tokenizer, target_tokenizer, **settings)
+            model, source_tokenizer, target_tokenizer, shortlist=shortlist, **settings)
     settings = _decode_settings(defaults, args)
     # Lines end at "\n" only, for a file and for standard input alike (not at U+2028,
     # form feeds or U+0085, which str.splitlines would split on).
@@ -162,6 +167,16 @@ def translate(args):
             f.write(text)
 
 
+def shortlist(args):
+    from tf_outheads_zoo.shortlists import build_run_shortlist, report_dev_recall
+
+    if args.frequent < 0:
+        raise CommandError(f"--frequent must be >= 0. Received: --frequent {args.frequent}")
+    built = build_run_shortlist(args.run_dir, top_k=args.top_k, frequent=args.frequent,
+                                bucket=args.bucket, aligner=args.aligner)
+    report_dev_recall(args.run_dir, built)
+
+
 def _ctranslate2_engine(args):
     """`translate --engine ctranslate2`: the export's recorded decoding defaults, and a
     function of the settings giving its `CTranslate2Translator` (the defaults it does not
@@ -177,6 +192,9 @@ def _ctranslate2_engine(args):
     if args.run_dir is not None:
         raise CommandError("--run-dir goes with the tensorflow engine; --engine ctranslate2 "
                            "reads everything from --model")
+    if args.shortlist is not None:
+        raise CommandError("--shortlist goes with the tensorflow engine (CTranslate2's "
+                           "vocabulary map is not made from it yet)")
     try:
         import_ctranslate2()  # the optional extra: before anything else is read
     except ImportError as error:
@@ -299,11 +317,11 @@ def export(args):
     options = _decode_settings({}, args)
     if args.format == "ctranslate2":
         given = [f"--{name.replace('_', '-')}" for name in
-                 ("beam_sizes", "max_request_sources", "max_request_pieces")
+                 ("beam_sizes", "max_request_sources", "max_request_pieces", "shortlist")
                  if getattr(args, name) is not None]
         if given:
             raise CommandError(f"{', '.join(given)}: SavedModel options; a CTranslate2 model "
-                               "takes no such limit (leave them out with --format ctranslate2)")
+                               "takes none of them (leave them out with --format ctranslate2)")
         quantization = options.pop("quantize", None)
         try:
             path, dropped = export_run_ctranslate2(args.run_dir, args.output, quantization,
@@ -321,6 +339,10 @@ def export(args):
         raise CommandError(f"--quantize {options['quantize']}: a SavedModel takes int8 only "
                            "(the other weight types are CTranslate2's: --format ctranslate2)")
     _override(options, args, ("beam_sizes", "max_request_sources", "max_request_pieces"))
+    if args.shortlist is not None:
+        from tf_outheads_zoo.shortlists import load_run_shortlist
+
+        options["shortlist"] = load_run_shortlist(args.run_dir, args.shortlist or None)
     from tf_outheads.export.translator_module import SIGNATURE_KEYS
 
     path = export_run(args.run_dir, args.output, **options)

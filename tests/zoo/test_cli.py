@@ -680,3 +680,32 @@ def test_study_decodings_become_translate_flags():
                                           *flags])
     assert (args.beam_size, args.eos_bias, args.block_repeats, args.replace_unk) == (
         5, -2.0, True, False)
+
+
+def test_shortlist_command_builds_reports_and_translate_decodes_with_it(trained_run, tmp_path,
+                                                                        capsys):
+    source_file = tmp_path / "sources.txt"
+    source_file.write_text("Y dijo Dios: Sea la luz.\n\nJehová es mi pastor.\n", encoding="utf-8")
+
+    def translate(*flags):
+        output = tmp_path / "out.txt"
+        cli.main(["translate", "--run-dir", trained_run, "--input", str(source_file),
+                  "--output", str(output), "--with-scores", *flags])
+        return output.read_text(encoding="utf-8").splitlines()
+
+    with pytest.raises(SystemExit):  # none built yet: said in one line
+        translate("--shortlist")
+    assert "no shortlist (build one: tf-outheads shortlist" in capsys.readouterr().err
+    # Every piece among the frequent ones: the same translations and scores as without.
+    cli.main(["shortlist", "--run-dir", trained_run, "--frequent", "400", "--top-k", "1"])
+    assert translate("--shortlist") == translate()
+    capsys.readouterr()
+    cli.main(["shortlist", "--run-dir", trained_run, "--top-k", "1", "--frequent", "5",
+              "--bucket", "8"])
+    out = capsys.readouterr().out
+    assert "aligned by eflomal: top 1 target pieces per source piece + the 5 most" in out
+    match = re.search(r"dev: ([\d.]+)% of the reference pieces among their batch's "
+                      r"candidates; (\d+) candidates of 400 pieces", out)
+    assert match and 0 < float(match[1]) < 100 and int(match[2]) < 400
+    selected = translate("--shortlist", os.path.join(trained_run, "shortlist.npz"))
+    assert len(selected) == 3 and selected[1] == "1 |||  ||| 0.000000"

@@ -40,6 +40,8 @@ from tf_outheads.decoding.options import DecodeOptions, decode_options
 from tf_outheads.decoding.prefix import with_target_prefix
 from tf_outheads.decoding.requests import RequestOptions, sampling_refusal
 from tf_outheads.decoding.sampling import Sampling, row_seeds
+from tf_outheads.decoding.selection import (selected_step_fn, to_candidate_indices,
+                                            to_vocabulary_ids)
 from tf_outheads.decoding.unk import replace_unknown_words
 
 # The inputs of a request (`DecodeOptions.request_inputs`), and the sampling options.
@@ -74,6 +76,9 @@ class TranslationGraph(RequestOptions):
             sources hold more subword pieces in all (each counted after its
             cut to `max_source_length - 1`), before decoding it; `None`: no
             limit. Defaults to `None`.
+        shortlist: `None` or a `tf_outheads.decoding.selection.Shortlist` of these
+            tokenizers: every search decodes over its per-batch candidates only
+            (vocabulary selection). Defaults to `None`: the whole vocabulary.
 
     Raises:
         TypeError: `options` is not a `DecodeOptions`.
@@ -82,7 +87,8 @@ class TranslationGraph(RequestOptions):
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, options=None, beam_sizes=(),
-                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None):
+                 max_input_bytes=None, max_request_sources=None, max_request_pieces=None,
+                 shortlist=None):
         self.options = options = decode_options(options)  # not checked again
         self.sampling = options.sampling
         # Sampling needs a distribution over the vocabulary.
@@ -98,6 +104,9 @@ class TranslationGraph(RequestOptions):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
+        if shortlist is not None:
+            shortlist.check_tokenizers(source_tokenizer, target_tokenizer)
+        self.shortlist = shortlist
         self.beam_sizes = tuple(sorted({int(width) for width in beam_sizes}
                                        | {options.beam_size}))
         self.max_input_bytes = None if max_input_bytes is None else int(max_input_bytes)
@@ -359,7 +368,15 @@ class TranslationGraph(RequestOptions):
         eos_bias, block_repeats = values["eos_bias"], values["block_repeats"]
         model = self.model
         max_length = self.output_limits(num_pieces, values)
-        model_step_fn = model.make_step_fn(cache)
+        model_step_fn, candidates = model.make_step_fn(cache), None
+        if self.shortlist is not None:
+            # Vocabulary selection: the search runs over candidate indices, which the
+            # prefix is given in and the ids are mapped back from (`selection`).
+            candidates = self.shortlist.candidates(
+                source_ids, None if prefix is None else prefix[0])
+            model_step_fn = selected_step_fn(model, cache, candidates)
+            if prefix is not None:
+                prefix = (to_candidate_indices(candidates, prefix[0]), prefix[1])
         # Under XLA the search's loop bound (the largest per-row limit) sizes per-step
         # caches (static shapes); otherwise a model may let them grow step by step.
         cache_length = tf.reduce_max(max_length) if in_xla_context() else None
@@ -420,7 +437,7 @@ class TranslationGraph(RequestOptions):
             with tf.control_dependencies([too_long]):
                 prefix = (prefix[0], tf.identity(lengths))
         if sampling is None or sampling.enabled is None:
-            return searched(sampling)
+            return self._to_vocabulary(candidates, searched(sampling))
         # Per-row options (the export): the greedy loop that samples and constrains runs
         # only if some row asks for either; otherwise the model's own step function, in
         # a loop of its own. A constraint wrapper that checks at every step costs ~6 % of
@@ -428,8 +445,17 @@ class TranslationGraph(RequestOptions):
         featured = tf.reduce_any(sampling.enabled)
         if constrained:
             featured = tf.logical_or(featured, constraints_requested(eos_bias, block_repeats))
-        return tf.cond(featured, lambda: searched(sampling),
-                       lambda: searched(None, constrained=False))
+        return self._to_vocabulary(candidates, tf.cond(
+            featured, lambda: searched(sampling), lambda: searched(None, constrained=False)))
+
+    @staticmethod
+    def _to_vocabulary(candidates, result):
+        """A search's `(ids, scores)`, its ids mapped from candidate indices back to piece
+        ids when it ran over a vocabulary selection (`candidates` not `None`)."""
+        ids, scores = result
+        if candidates is None:
+            return ids, scores
+        return to_vocabulary_ids(candidates, ids), scores
 
     def texts(self, ids, source_ids, replace, align=False):
         """Hypotheses `(b, n, T)` → their strings `(b, n)` and alignments `(b, n)`.

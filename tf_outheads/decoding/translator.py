@@ -49,6 +49,9 @@ class Translator:
             options (beam size, length penalty, n-best size, sampling, seed,
             `<unk>` replacement, alignments, EOS bias, repeat blocking, length
             limits, batch size, quantization; see there). `None`: the defaults.
+        shortlist: `None` or a `tf_outheads.decoding.selection.Shortlist` of these
+            tokenizers: decode each batch over its candidates only (vocabulary
+            selection). Defaults to `None`.
         **changes: options by name (`DecodeOptions` fields) over `options`:
             `Translator(model, s, t, beam_size=5)` is `Translator(model, s, t,
             options=DecodeOptions(beam_size=5))`. Checked once, with `options`.
@@ -79,8 +82,12 @@ class Translator:
     ```
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, options=None, **changes):
+    def __init__(self, model, source_tokenizer, target_tokenizer, options=None, shortlist=None,
+                 **changes):
         self.options = decode_options(options, **changes)
+        if shortlist is not None:  # before anything is built
+            shortlist.check_tokenizers(source_tokenizer, target_tokenizer)
+        self.shortlist = shortlist
         # int8: a quantized copy decodes (`Seq2SeqModel.quantize`); `model` is untouched.
         self.model = inference_model(model, self.options.quantize)
         self.source_tokenizer = source_tokenizer
@@ -99,7 +106,8 @@ class Translator:
         key = options.trace_key()
         if key not in self._graphs:
             self._graphs[key] = TranslationGraph(self.model, self.source_tokenizer,
-                                                 self.target_tokenizer, options)
+                                                 self.target_tokenizer, options,
+                                                 shortlist=self.shortlist)
         return self._graphs[key]
 
     @property

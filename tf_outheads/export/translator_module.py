@@ -179,6 +179,9 @@ class TranslatorModule(tf.Module):
             pieces in all (each counted after its cut to `max_source_length
             - 1`) is refused before it is decoded. Defaults to 16384.
         name: str. Module name. Defaults to `"translator"`.
+        shortlist: `None` or a `tf_outheads.decoding.selection.Shortlist`: every
+            request decodes over its batch's candidates (vocabulary selection); its
+            tables are constants of the graph. Defaults to `None`.
         **changes: options by name (`DecodeOptions` fields) over `options`,
             checked once with them.
 
@@ -235,7 +238,8 @@ class TranslatorModule(tf.Module):
     def __init__(self, model, source_tokenizer, target_tokenizer, options=None,
                  beam_sizes=DEFAULT_BEAM_SIZES, max_input_bytes=MAX_INPUT_BYTES,
                  max_request_sources=MAX_REQUEST_SOURCES,
-                 max_request_pieces=MAX_REQUEST_PIECES, name="translator", **changes):
+                 max_request_pieces=MAX_REQUEST_PIECES, name="translator", shortlist=None,
+                 **changes):
         super().__init__(name=name)
         options = decode_options(options, **changes)
         # int8: the quantized copy's weights (int8 Dense kernels, the head's int8 cache)
@@ -257,7 +261,7 @@ class TranslatorModule(tf.Module):
         graph = TranslationGraph(
             model, source_copy, target_copy, options, beam_sizes=[1, *widths],
             max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
-            max_request_pieces=max_request_pieces)
+            max_request_pieces=max_request_pieces, shortlist=shortlist)
         object.__setattr__(self, "_graph", graph)
         # Forced decoding of given translations (the `score` signature), read as the
         # search reads a source (the same cuts).
@@ -395,13 +399,18 @@ class TranslatorModule(tf.Module):
             "max_request_pieces": self.max_request_pieces,
             "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
+            # Vocabulary selection (`tf_outheads.decoding.selection`): its sizes, or None.
+            "shortlist": None if self._graph.shortlist is None else {
+                "top_k": self._graph.shortlist.top_k,
+                "frequent": len(self._graph.shortlist.frequent),
+                "bucket": self._graph.shortlist.bucket},
         }
 
 
 def export_translator(model, source_tokenizer, target_tokenizer, path, options=None,
                       beam_sizes=DEFAULT_BEAM_SIZES, max_input_bytes=MAX_INPUT_BYTES,
                       max_request_sources=MAX_REQUEST_SOURCES,
-                      max_request_pieces=MAX_REQUEST_PIECES, **changes):
+                      max_request_pieces=MAX_REQUEST_PIECES, shortlist=None, **changes):
     """Write a SavedModel that translates raw strings (see `TranslatorModule`).
 
     Signatures `serving_default(sources)` and `translate(sources, beam_size,
@@ -436,8 +445,8 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, options=N
             limits and `quantize` (`"int8"`: export a quantized copy of the model,
             int8 Dense kernels and output layer in the SavedModel; `model` is left
             float). `None`: the defaults.
-        beam_sizes, max_input_bytes, max_request_sources, max_request_pieces: see
-            `TranslatorModule`.
+        beam_sizes, max_input_bytes, max_request_sources, max_request_pieces,
+            shortlist: see `TranslatorModule`.
         **changes: options by name over `options` (`export_translator(...,
             beam_size=5)`), checked once with them.
 
@@ -466,7 +475,7 @@ def export_translator(model, source_tokenizer, target_tokenizer, path, options=N
     module = TranslatorModule(
         model, source_tokenizer, target_tokenizer, options, beam_sizes=beam_sizes,
         max_input_bytes=max_input_bytes, max_request_sources=max_request_sources,
-        max_request_pieces=max_request_pieces, **changes)
+        max_request_pieces=max_request_pieces, shortlist=shortlist, **changes)
 
     def write(directory):
         tf.saved_model.save(module, directory, signatures=module.signatures())
