@@ -282,6 +282,43 @@ def test_train_arm_copies_the_shared_tokenizer_and_passes_the_budget(corpus, tmp
     assert len(commands) == 2
 
 
+def test_the_study_s_children_run_where_the_study_runs(corpus, tmp_path, monkeypatch):
+    """A study started away from the package's directory, with a relative runs directory,
+    trains into the directory it then reads (the children once ran in the package's
+    parent: a run trained there, and the study failed on a missing model)."""
+    import sys
+
+    from tf_outheads_zoo.study.process import run_child
+
+    here = tmp_path / "experiments"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    calls = []
+
+    def fake_run(command, log_path, what, **kwargs):
+        calls.append(kwargs)
+        run_dir = command[command.index("--run-dir") + 1]
+        with open(os.path.join(run_dir, "results.json"), "w") as f:
+            f.write("{}")
+
+    monkeypatch.setattr(runner, "run_child", fake_run)
+    monkeypatch.setattr(runner, "score_run", lambda run_dir, log: None)
+    study_module.train_arm("runs", _toy_study(corpus), "weak", 1)
+    (kwargs,) = calls
+    assert kwargs.get("cwd") in (None, str(here))
+    # The real child: in the study's directory, importing the study's copy of the package.
+    probe = ("import os, tf_outheads_zoo\n"
+             "print(os.getcwd()); print(os.path.dirname(os.path.dirname("
+             "os.path.abspath(tf_outheads_zoo.__file__))))")
+    log = here / "probe.log"
+    run_child([sys.executable, "-c", probe], str(log), "probe", env=kwargs["env"],
+              cwd=kwargs.get("cwd"))
+    where, package_parent = log.read_text().split()[-2:]
+    assert where == str(here)
+    assert package_parent == os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(runner.__file__))))
+
+
 def test_unknown_study_or_arm_is_refused():
     with pytest.raises(ValueError, match="Unknown study 'nope'"):
         study_module.run_study("nope")

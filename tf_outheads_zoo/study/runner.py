@@ -21,8 +21,22 @@ from tf_outheads_zoo.study.stats import primary_score
 RECORD_FILES = ("results.json", "bleu.jsonl", "loss_curves.csv", "run.json", "preset.json",
                 "history.csv",
                 SETTINGS_FILE, CROSS_ENTROPY_FILE, "target_table.json")
-# The subprocesses run here, where `python -m tf_outheads_zoo.cli` finds the package.
+# The directory holding this copy of the package: first on the subprocesses' PYTHONPATH.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def child_environment(**extra):
+    """The environment of the study's subprocesses (`tf-outheads train`, `translate`):
+    this process's, with `extra`, and the package's parent first on `PYTHONPATH`, so
+    `python -m tf_outheads_zoo.cli` imports the copy of the package the study runs. They
+    run in the study's working directory, where its relative paths (the runs directory,
+    a study file's corpus) mean what they mean to the study: once they ran in the
+    package's parent, and a study started elsewhere trained into another directory than
+    the one it then read (a relative `--runs-dir` from a source checkout not on `cwd`)."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [_PACKAGE_PARENT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
 
 
 def tokenizer_dir(runs_dir, preset_name, overrides=None, log=print):
@@ -138,9 +152,9 @@ def train_arm(runs_dir, study, arm_name, seed, log=print, records_dir=None):
                 if not os.path.exists(os.path.join(run_dir, name)):
                     shutil.copy(os.path.join(source, name), os.path.join(run_dir, name))
         command = train_command(arm.preset, run_dir, run_overrides(study, arm_name, seed))
-        env = dict(os.environ, TF_OUTHEADS_QUIET="1", TF_CPP_MIN_LOG_LEVEL="2")
+        env = child_environment(TF_OUTHEADS_QUIET="1", TF_CPP_MIN_LOG_LEVEL="2")
         run_child(command, os.path.join(run_dir, "train.log"),
-                  f"arm {arm_name} seed {seed}: tf-outheads train", env=env, cwd=_PACKAGE_PARENT)
+                  f"arm {arm_name} seed {seed}: tf-outheads train", env=env)
     score_run(run_dir, log=log)
     for suffix, options in arm.decodings:
         _decode_variant(run_dir, suffix, dict(options), log=log)
@@ -305,10 +319,9 @@ def _decode_variant(run_dir, suffix, options, log=print):
                     + "\n")
         command = [sys.executable, "-m", "tf_outheads_zoo.cli", "translate", "--run-dir", run_dir,
                    "--input", source, "--output", output + ".tmp", *translate_flags(options)]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        env = child_environment(TF_CPP_MIN_LOG_LEVEL="2")
         run_child(command, os.path.join(run_dir, "translate.log"),
-                  f"{run_dir}: tf-outheads translate of {split} with {options}", env=env,
-                  cwd=_PACKAGE_PARENT)
+                  f"{run_dir}: tf-outheads translate of {split} with {options}", env=env)
         os.replace(output + ".tmp", output)
         log(f"[study] {run_dir}: {split} decoded with {options} → {output}")
 
