@@ -89,24 +89,24 @@ def test_selected_decoding_is_the_full_decoding_restricted_to_the_candidates(
         np.testing.assert_array_equal(ids.numpy()[:, 0], beam.ids.numpy()[:, 0])
 
 
-@pytest.mark.parametrize("head", ["tied", "vmf"])
-def test_a_selection_of_every_piece_decodes_as_the_whole_vocabulary(head, bible_tokenizer,
+@pytest.mark.parametrize("head, options", [("tied", {"beam_size": 4, "num_hypotheses": 2}),
+                                           ("vmf", {})])
+def test_a_selection_of_every_piece_decodes_as_the_whole_vocabulary(head, options,
+                                                                     bible_tokenizer,
                                                                      bible_slice, corpus_ids):
     size = bible_tokenizer.vocab_size
     everything = build_shortlist(*corpus_ids, size, size, top_k=1, frequent=size)
     model = tiny_model(size, head)
     sources = bible_slice.sources[900:908]
     prefixes = ["And", "", "The", "", "", "", "", ""]
-    for options in ({}, {"beam_size": 4, "num_hypotheses": 2}):
-        full = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
-                          **options)
-        selected = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
-                              shortlist=everything, **options)
-        expected = full.translate(sources, with_scores=True, target_prefix=prefixes)
-        got = selected.translate(sources, with_scores=True, target_prefix=prefixes)
-        assert [t for t, _ in flat(got)] == [t for t, _ in flat(expected)]
-        np.testing.assert_allclose([s for _, s in flat(got)], [s for _, s in flat(expected)],
-                                   atol=1e-4)
+    full = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4, **options)
+    selected = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
+                          shortlist=everything, **options)
+    expected = full.translate(sources, with_scores=True, target_prefix=prefixes)
+    got = selected.translate(sources, with_scores=True, target_prefix=prefixes)
+    assert [t for t, _ in flat(got)] == [t for t, _ in flat(expected)]
+    np.testing.assert_allclose([s for _, s in flat(got)], [s for _, s in flat(expected)],
+                               atol=1e-4)
 
 
 def test_prefix_pieces_are_candidates_and_are_forced(bible_tokenizer, bible_slice, shortlist):
