@@ -14,6 +14,8 @@ from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.options import DecodeOptions
 from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.decoding.scoring import score
+from tf_outheads.decoding.selection import Shortlist
+from tf_outheads.decoding.selection import build_shortlist
 from tf_outheads.decoding.translator import Translator
 from tf_outheads.decoding.translator import translate
 from tf_outheads.decoding.unk import replace_unknown_words
@@ -23,8 +25,10 @@ __all__ = [
     "DecodeOptions",
     "GreedyResult",
     "Scorer",
+    "Shortlist",
     "Translator",
     "beam_search",
+    "build_shortlist",
     "gather_beams",
     "greedy_search",
     "max_length_from_source",
