@@ -63,7 +63,9 @@ def masked_step_fn(model, candidates):
     return step
 
 
-@pytest.mark.parametrize("head", sorted(HEADS))
+@pytest.mark.parametrize("head", [pytest.param(head, marks=() if head in ("tied", "vmf")
+                                                else pytest.mark.slow)
+                                   for head in sorted(HEADS)])
 def test_selected_decoding_is_the_full_decoding_restricted_to_the_candidates(
         head, bible_tokenizer, bible_slice, shortlist):
     model = tiny_model(bible_tokenizer.vocab_size, head)
