@@ -243,8 +243,11 @@ def check_data_fingerprints(run_dir, data_config, log=print):
             log(f"[data] {run_dir} holds a run from before data files were fingerprinted: "
                 f"resumed unchecked; their fingerprints are recorded now in {path}")
     files = {}
+    by_key = {entry.get("key"): entry for entry in recorded.values()}
     for key, file in data_files(data_config):
-        before = recorded.get(file)
+        # The same setting at another path (the embedded corpus of another installation,
+        # `read_stored_run`): its bytes must still be those the run trained on.
+        before = recorded.get(file) or by_key.get(key)
         if before is None:
             files[file] = {"key": key, **tfo_data.file_fingerprint(file)}
             continue

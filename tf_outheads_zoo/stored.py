@@ -11,7 +11,7 @@ import difflib
 import json
 import os
 
-from tf_outheads_zoo.config import SECTIONS, RunConfig, TrainConfig
+from tf_outheads_zoo.config import EMBEDDED_CORPUS, SECTIONS, RunConfig, TrainConfig
 from tf_outheads_zoo.presets import PRESET_CONFIGS
 from tf_outheads_zoo.schema import ConfigError, refuse_unknown
 
@@ -238,7 +238,8 @@ def read_stored_run(path):
 
     Files written before a key existed resume as they trained: the key gets its
     `legacy` value (`data.bucket_width` 8, `data.strip_target_suffixes` none);
-    `train.model_type` is read as `model.model_type`.
+    `train.model_type` is read as `model.model_type`. A `data.corpus` naming the
+    embedded corpus of another installation names this one's.
 
     Raises:
         ValueError: not JSON; ConfigError: a key the schema does not know.
@@ -249,4 +250,18 @@ def read_stored_run(path):
         raise ConfigError(f"{path}: expected a mapping. Received: {type(stored).__name__}")
     name = stored.get("preset", stored.get("name"))  # ("name": preset.json)
     sections = {key: value for key, value in stored.items() if key not in ("name", "preset")}
+    data = sections.get("data")
+    if isinstance(data, dict) and _is_embedded_corpus(data.get("corpus")):
+        # The embedded corpus was stored as the path of the installation that trained:
+        # it is this installation's own (a checkout moved, another venv); its
+        # fingerprint in data_files.json still guards a resume.
+        sections["data"] = {**data, "corpus": EMBEDDED_CORPUS}
     return name, RunConfig.from_dict(sections, path, stored=True)
+
+
+def _is_embedded_corpus(path):
+    """Whether `path` is the embedded corpus of some installation of the zoo."""
+    if not isinstance(path, str):
+        return False
+    tail = os.path.join(*EMBEDDED_CORPUS.split(os.sep)[-3:])  # tf_outheads_zoo/data/NAME
+    return os.path.normpath(path).endswith(os.sep + tail)

@@ -364,3 +364,35 @@ def test_a_step_budget_beyond_the_epochs_budget_is_reported():
     assert "stops this run at step 40" in note
     assert train_module.smaller_epochs_budget(dataclasses.replace(train, max_steps=40)) is None
     assert train_module.smaller_epochs_budget(dataclasses.replace(train, max_steps=None)) is None
+
+
+def test_a_run_of_the_embedded_corpus_resumes_from_another_installation(tmp_path):
+    """`run.json` holds the embedded corpus's path in the installation that trained (a
+    checkout since moved, another venv): it reads as this installation's, and the
+    recorded fingerprint still guards the resume."""
+    from tf_outheads_zoo.config import EMBEDDED_CORPUS
+    from tf_outheads_zoo.stored import read_stored_run
+
+    run_dir = tmp_path / "run"
+    os.makedirs(run_dir / "backup" / "ckpt-000000003")  # it holds a run
+    elsewhere = os.path.join("/old/checkout", *EMBEDDED_CORPUS.split(os.sep)[-3:])
+    stored = get_preset("lstm-tiny")
+    stored["data"]["corpus"] = elsewhere
+    (run_dir / "run.json").write_text(json.dumps({"preset": "lstm-tiny", **stored}))
+    name, config = read_stored_run(str(run_dir / "run.json"))
+    assert name == "lstm-tiny" and config.data.corpus == EMBEDDED_CORPUS
+    # Resuming with the preset's settings: nothing differs.
+    assert runs.resolve_run_config("lstm-tiny", str(run_dir), {})[1] == config
+    other = dict(stored["data"], corpus="/old/checkout/my-corpus.tsv.gz")
+    (run_dir / "run.json").write_text(json.dumps({"preset": "lstm-tiny", **stored,
+                                                  "data": other}))
+    assert read_stored_run(str(run_dir / "run.json"))[1].data.corpus == other["corpus"]
+    recorded = {"files": {elsewhere: {
+        "key": "data.corpus", **runs.tfo_data.file_fingerprint(EMBEDDED_CORPUS)}}}
+    (run_dir / runs.DATA_FILES).write_text(json.dumps(recorded), encoding="utf-8")
+    checked = runs.check_data_fingerprints(str(run_dir), config.data, log=lambda *_: None)
+    assert list(checked["files"]) == [EMBEDDED_CORPUS]
+    recorded["files"][elsewhere]["sha256"] = "0" * 64  # other bytes: refused
+    (run_dir / runs.DATA_FILES).write_text(json.dumps(recorded), encoding="utf-8")
+    with pytest.raises(runs.RunDirectoryError, match=r"\(data.corpus\) changed since"):
+        runs.check_data_fingerprints(str(run_dir), config.data, log=lambda *_: None)
