@@ -12,6 +12,7 @@ from tf_outheads import export
 from tf_outheads import metrics
 from tf_outheads import training
 from tf_outheads.decoding.greedy import greedy_search
+from tf_outheads.decoding.neural_selection import NeuralSelection
 from tf_outheads.decoding.options import DecodeOptions
 from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.decoding.translator import Translator
@@ -23,9 +24,11 @@ from tf_outheads.layers.heads import SoftmaxHead
 from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.joint_head import JointEmbeddingHead
 from tf_outheads.layers.rewe_head import ReWEHead
+from tf_outheads.layers.selection_head import VocabularySelectionHead
 from tf_outheads.layers.shared_private import SharedPrivateEmbedding
 from tf_outheads.models.seq2seq import Seq2SeqModel
 from tf_outheads.models.seq2seq import quantized_copy
+from tf_outheads.losses.bag_of_words import BagOfWordsLoss
 from tf_outheads.losses.cross_entropy import MaskedSequenceCrossEntropy
 from tf_outheads.losses.cross_entropy import masked_sequence_cross_entropy
 from tf_outheads.losses.embedding_regression import CosineEmbeddingLoss
@@ -49,6 +52,7 @@ from tf_outheads.training.optimizers import LazyAdam
 __version__ = "0.1.0"
 
 __all__ = [
+    "BagOfWordsLoss",
     "BleuCallback",
     "CategoricalHead",
     "ContinuousOutputHead",
@@ -57,6 +61,7 @@ __all__ = [
     "LuongAttention",
     "MSEEmbeddingLoss",
     "MaskedSequenceCrossEntropy",
+    "NeuralSelection",
     "ReWEHead",
     "ReWELoss",
     "SampledSoftmaxLoss",
@@ -65,6 +70,7 @@ __all__ = [
     "SoftmaxHead",
     "TiedSoftmaxHead",
     "VMFLoss",
+    "VocabularySelectionHead",
     "Scorer",
     "Translator",
     "compile_for_translation",

@@ -154,14 +154,23 @@ def build_parser():
     translate.add_argument("--shortlist", nargs="?", const="", metavar="FILE",
                            help="decode each batch over its shortlist's candidates only "
                                 "(vocabulary selection): FILE, or without it the run's "
+                                "selection.json (neural) where there is one, else its "
                                 "shortlist.npz (tf-outheads shortlist)")
     _add_decode_flags(translate)
     translate.set_defaults(func=commands.translate)
 
     shortlist = subparsers.add_parser(
-        "shortlist", help="build a run's lexical shortlist (vocabulary selection) from its "
-                          "training pairs; print its recall and size on dev")
+        "shortlist", help="build a run's vocabulary selection: a lexical shortlist from its "
+                          "training pairs, or the threshold of its neural selection head; "
+                          "print recall and size on dev")
     shortlist.add_argument("--run-dir", required=True)
+    shortlist.add_argument("--method", choices=("lexical", "neural"), default="lexical",
+                           help="lexical (default): alignment shortlist.npz; neural: the "
+                                "threshold of the model's selection head (runs trained with "
+                                "model.selection, the -nvs presets) → selection.json")
+    shortlist.add_argument("--recall", type=float, default=0.99,
+                           help="neural: the dev recall of the reference pieces the "
+                                "threshold must reach (default 0.99)")
     shortlist.add_argument("--top-k", type=int, default=50,
                            help="target pieces kept per source piece (default 50)")
     shortlist.add_argument("--frequent", type=int, default=100,

@@ -168,8 +168,15 @@ def translate(args):
 
 
 def shortlist(args):
-    from tf_outheads_zoo.shortlists import build_run_shortlist, report_dev_recall
+    from tf_outheads_zoo.shortlists import (build_run_selection, build_run_shortlist,
+                                            report_dev_recall)
 
+    if args.method == "neural":
+        try:
+            build_run_selection(args.run_dir, recall=args.recall, bucket=args.bucket)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        return
     if args.frequent < 0:
         raise CommandError(f"--frequent must be >= 0. Received: --frequent {args.frequent}")
     built = build_run_shortlist(args.run_dir, top_k=args.top_k, frequent=args.frequent,

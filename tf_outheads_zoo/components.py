@@ -17,6 +17,8 @@ import time
 import numpy as np
 
 from tf_outheads import data as tfo_data
+from tf_outheads.losses.bag_of_words import (DEFAULT_POSITIVE_WEIGHT,
+                                             DEFAULT_SELECTION_WEIGHT, BagOfWordsLoss)
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT, ReWELoss
 from tf_outheads.metrics.hubness import hubness
 from tf_outheads.registry import HEADS, LEARNING_RATE_SCHEDULES, LOSSES, OPTIMIZERS
@@ -134,13 +136,23 @@ def training_loss(train_config):
 
     The output layer's loss (`_output_loss`) and, with `train.rewe`
     (`{"weight": λ, "distance": "cosine" | "mse"}`, Eq. 7 of ReWE), the ReWE
-    loss of a model built with `model.rewe`.
+    loss of a model built with `model.rewe`; with `train.selection` (`{"weight",
+    "positive_weight"}`) the bag-of-words loss of one built with `model.selection`
+    (a model with either head and no such key trains it with its defaults).
     """
     keywords = _output_loss(train_config)
+    losses, weights = {}, {}
     rewe = train_config.rewe
     if rewe:
-        keywords.update(auxiliary_losses={"rewe": ReWELoss(rewe.get("distance", "cosine"))},
-                        auxiliary_weights={"rewe": rewe.get("weight", PAPER_REWE_WEIGHT)})
+        losses["rewe"] = ReWELoss(rewe.get("distance", "cosine"))
+        weights["rewe"] = rewe.get("weight", PAPER_REWE_WEIGHT)
+    selection = train_config.selection
+    if selection:
+        losses["selection"] = BagOfWordsLoss(
+            selection.get("positive_weight", DEFAULT_POSITIVE_WEIGHT))
+        weights["selection"] = selection.get("weight", DEFAULT_SELECTION_WEIGHT)
+    if losses:
+        keywords.update(auxiliary_losses=losses, auxiliary_weights=weights)
     return keywords
 
 

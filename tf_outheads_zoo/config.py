@@ -182,6 +182,10 @@ class TrainConfig:
         keys=("class_name", "config"))
     rewe: dict | None = setting(None, "ReWE loss {weight, distance: cosine or mse} of a "
                                 "model with model.rewe, or None", keys=("weight", "distance"))
+    selection: dict | None = setting(
+        None, "neural vocabulary selection loss {weight, positive_weight} of a model with "
+        "model.selection (BagOfWordsLoss; Sockeye's 1 and 10 by default), or None",
+        keys=("weight", "positive_weight"))
     steps_per_epoch: int = setting(2000, "optimizer steps between dev evaluations",
                                    check=check_at_least_one)
     epochs: int = setting(30, "epochs (evaluations) at most: a budget of epochs × "

@@ -1,7 +1,7 @@
 """The model section of the run configuration, and the model types' registry.
 
 `ModelConfig` holds the keys every model type has (`model_type`, `head`, `rewe`,
-`shared_private`); a model type's section subclasses it with its own keys and
+`shared_private`, `selection`); a model type's section subclasses it with its own keys and
 registers the type with class keywords (`model_type=`, `model=`), filling
 `MODEL_TYPES`, which the schema (`tf_outheads_zoo.config`), the builders
 (`tf_outheads_zoo.components`), the CLI and the conformance tests read. The
@@ -37,7 +37,7 @@ class ModelConfig:
     `"module:Class"` path (imported when a model is built, so that reading the
     schema loads no TensorFlow). The section's keys, other than those of
     `ModelConfig` itself and `model_type`, are the class's keyword arguments;
-    `head`, `rewe` and `shared_private` are passed to it too.
+    `head`, `rewe`, `shared_private` and a set `selection` are passed to it too.
     """
 
     model_type: str = setting("lstm", "the zoo model type (`tf-outheads components` lists "
@@ -50,6 +50,10 @@ class ModelConfig:
     shared_private: dict | None = setting(
         None, "shared-private embeddings (pairs, threshold, sharing_ratios), or None: "
         "separate tables")
+    selection: dict | None = setting(
+        None, "neural vocabulary selection head on the encoder outputs ({pooling: "
+        "logit_max or state_max, block_gradient}), or None: none",
+        keys=("pooling", "block_gradient"))
 
     # Arguments of a small instance, for the conformance tests
     # (tests/conformance/test_contracts.py builds every registered model with them).
@@ -85,9 +89,12 @@ class ModelConfig:
         return (inspect.getdoc(cls) or cls.__name__).splitlines()[0]
 
     def arguments(self):
-        """The model class's keyword arguments: every key but `model_type`."""
+        """The model class's keyword arguments: every key but `model_type`, and
+        `selection` only when set (a model type registered before it existed
+        need not take it)."""
         return {field.name: copy.deepcopy(getattr(self, field.name))
-                for field in dataclasses.fields(self) if field.name != "model_type"}
+                for field in dataclasses.fields(self) if field.name != "model_type"
+                and not (field.name == "selection" and self.selection is None)}
 
     def check_across(self):
         """Checks between this section's keys (each key's own are in its field); raises

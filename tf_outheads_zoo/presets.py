@@ -207,6 +207,16 @@ define("lstm-cpu-32k-sampled5", "lstm-cpu-32k",
        "lstm-cpu-32k trained with a 5% sampled softmax (Pappas et al. 2018 §3.2)",
        train={"sampled_softmax": {"fraction": 0.05, "mode": "batch"}})
 
+# Neural vocabulary selection (Domhan et al. 2022; Sockeye's defaults: logit max over
+# the source positions, bag-of-words loss weight 1, positive weight 10). Decoding
+# selects with `tf-outheads shortlist --method neural` and `translate --shortlist`.
+_NVS = {"model": {"selection": {"pooling": "logit_max"}},
+        "train": {"selection": {"weight": 1.0, "positive_weight": 10.0}}}
+define("lstm-cpu-nvs", "lstm-cpu", "lstm-cpu with a neural vocabulary selection head",
+       **_NVS)
+define("lstm-cpu-32k-nvs", "lstm-cpu-32k",
+       "lstm-cpu-32k with a neural vocabulary selection head", **_NVS)
+
 # Continuous outputs (Kumar & Tsvetkov 2019; VIVO report Table 3): the head
 # predicts a 300-d target word vector, trained with the vMF NLL (λ1 = 0.02 norm
 # penalty, λ2 = 0.1 dot scaling); FastText vectors are trained on the target side
@@ -331,6 +341,13 @@ define(
     decode={"batch_size": 128, "max_length_ratio": 1.5, "max_length_offset": 10,
             "beam_size": 1, "length_penalty": 0.0},
 )
+define("transformer-cpu-nvs", "transformer-cpu",
+       "transformer-cpu with a neural vocabulary selection head", **_NVS)
+define("transformer-cpu-32k", "transformer-cpu",
+       "transformer-cpu, tied head, 32K separate vocabularies",
+       data={"vocab_size": 32000, "joint_vocabulary": False}, model={"head": "tied"})
+define("transformer-cpu-32k-nvs", "transformer-cpu-32k",
+       "transformer-cpu-32k with a neural vocabulary selection head", **_NVS)
 
 # Shared-private bilingual embeddings (Liu et al. 2019) and the weight tying they
 # generalise (their Tables 1 and 4), on the paper's Transformer base and on the CPU

@@ -77,6 +77,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
             `target_embedding`. Defaults to `"softmax"`.
         rewe: a ReWE head, as for `LSTMSeq2Seq` (built after every other
             weight). Defaults to `None`.
+        selection: a neural vocabulary selection head on the encoder outputs,
+            as for `LSTMSeq2Seq`. Defaults to `None`.
         shared_private: shared-private bilingual embeddings (Liu et al.
             2019), as for `LSTMSeq2Seq`: `None`, a dict `{"pairs": ...,
             "sharing_ratios": ...}` or a `SharedPrivateEmbedding` of this
@@ -124,6 +126,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         norm="post",
         head="softmax",
         rewe=None,
+        selection=None,
         shared_private=None,
         **kwargs,
     ):
@@ -158,7 +161,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
                      dtype=self.dtype_policy)
         self.encoder = TransformerEncoder(encoder_layers, name="encoder", **stack)
         self.decoder = TransformerDecoder(decoder_layers, name="decoder", **stack)
-        self.build_heads(head, rewe)
+        self.build_heads(head, rewe, selection)
 
     @property
     def hidden_size(self):
@@ -201,14 +204,19 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return self.decoder(x, ops.not_equal(target_in, PAD_ID), memory, source_mask,
                             training=training, return_alignments=return_alignments)
 
-    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False):
+    returns_memory = True
+
+    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False,
+                       return_memory=False):
         memory, source_mask = self.encode(source_ids, training=training)
-        return self.decode(target_in, memory, source_mask, training=training,
-                           return_alignments=return_alignments)
+        outputs = self.decode(target_in, memory, source_mask, training=training,
+                              return_alignments=return_alignments)
+        return (outputs, (memory, source_mask)) if return_memory else outputs
 
     # -- decoding contract ------------------------------------------------
-    def initial_decoding_state(self, source_ids, max_length=None):
-        """The decoding state of a batch of sources.
+    def initial_decoding_state(self, source_ids, max_length=None, return_memory=False):
+        """The decoding state of a batch of sources (with `return_memory`, `(state,
+        (memory, mask))`).
 
         Args:
             source_ids: int `(B, S)`, padded with 0.
@@ -245,7 +253,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
         """
         cache_length = None if max_length is None else _decoding_length(max_length)
         memory, source_mask = self.encode(source_ids, training=False)
-        return self.decoder.initial_state(memory, source_mask, cache_length)
+        state = self.decoder.initial_state(memory, source_mask, cache_length)
+        return (state, (memory, source_mask)) if return_memory else state
 
     def decoder_step(self, ids_t, state):
         x_t = self._embed(self.target_embedding, ids_t, state["step"])  # (B, d)

@@ -45,7 +45,25 @@ _ADDED_KEYS = {"data.train": None, "data.dev": None, "data.test": None,
               "data.shuffle_indices": True, "decode.eos_bias": 0.0,
               "decode.block_repeats": False, "data.subword_sampling": None,
               "train.init_from": None, "train.init_optimizer": False,
-              "train.update_vocab": None}
+              "train.update_vocab": None, "model.selection": None, "train.selection": None}
+# And neural vocabulary selection (issue 56): `model.selection` and `train.selection`
+# None, no selection head, as before. Presets added since, each its parent with a change:
+ADDED_PRESETS = {
+    "lstm-cpu-nvs": ("lstm-cpu", {"model.selection": {"pooling": "logit_max"},
+                                  "train.selection": {"weight": 1.0, "positive_weight": 10.0}}),
+    "lstm-cpu-32k-nvs": ("lstm-cpu-32k", {"model.selection": {"pooling": "logit_max"},
+                                          "train.selection": {"weight": 1.0,
+                                                              "positive_weight": 10.0}}),
+    "transformer-cpu-nvs": ("transformer-cpu", {
+        "model.selection": {"pooling": "logit_max"},
+        "train.selection": {"weight": 1.0, "positive_weight": 10.0}}),
+    "transformer-cpu-32k": ("transformer-cpu", {"data.vocab_size": 32000,
+                                                "data.joint_vocabulary": False,
+                                                "model.head": "tied"}),
+    "transformer-cpu-32k-nvs": ("transformer-cpu-32k", {
+        "model.selection": {"pooling": "logit_max"},
+        "train.selection": {"weight": 1.0, "positive_weight": 10.0}}),
+}
 # Settings changed on purpose since, by measurement: lstm-cpu-vmf's target table
 # (issue 41, benchmarks/docs/vmf.md: centred, top 3 components removed, </s> = -e(".")).
 CHANGED = {"lstm-cpu-vmf": {"data.target_vectors": {
@@ -96,7 +114,21 @@ def test_every_preset_resolves_to_its_settings_before_the_schema(name):
 
 
 def test_no_preset_was_added_or_lost():
-    assert set(PRESETS) == set(_before_schema()) == set(PRESET_CONFIGS)
+    assert set(PRESETS) == set(_before_schema()) | set(ADDED_PRESETS) == set(PRESET_CONFIGS)
+
+
+@pytest.mark.parametrize("name", sorted(ADDED_PRESETS))
+def test_an_added_preset_is_its_parent_with_its_changes(name):
+    parent, changes = ADDED_PRESETS[name]
+    expected = _json(get_preset(parent))
+    for dotted, value in changes.items():
+        section, _, key = dotted.partition(".")
+        assert expected[section][key] != value, f"{name}: {dotted} is no change"
+        expected[section][key] = value
+    now = _json(get_preset(name))
+    assert now["description"] != expected["description"]
+    expected["description"] = now["description"]
+    assert now == expected
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

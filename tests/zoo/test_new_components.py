@@ -142,7 +142,7 @@ def test_a_registered_head_and_model_train_through_a_run_file_and_translate(
     assert results["steps"] == 6 and "bleu[en_web]" in results["test"]
     stored = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     assert stored["model"] == {"model_type": "toy", "width": 24, "head": "toy", "rewe": None,
-                               "shared_private": None}
+                               "shared_private": None, "selection": None}
     assert toy_loss.traces > 0  # the head's own loss trained it (train.loss was None)
     assert len((run_dir / "test.hyp").read_text(encoding="utf-8").splitlines()) == 20
 

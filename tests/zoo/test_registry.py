@@ -112,7 +112,8 @@ def test_a_model_type_registers_by_its_section(gru_type):
     assert config.model.model_class() is keras.layers.GRU
     assert config.to_dict()["model"]["model_type"] == "gru_test"
     with pytest.raises(ConfigError, match=r"Valid model keys \(model_type 'gru_test'\): "
-                                          "head, model_type, rewe, shared_private, units"):
+                                          "head, model_type, rewe, selection, shared_private, "
+                                          "units"):
         config.with_overrides({"model.hidden_dim": 8})
     assert "gru_test        A GRU model (a test's section)." in catalogue.components_text()
     # The schema's docs list its keys too.

@@ -589,7 +589,8 @@ def test_transformer_base_preset_is_the_paper():
     assert preset["model"] == {
         "model_type": "transformer", "model_dim": 512, "ffn_dim": 2048, "num_heads": 8, "encoder_layers": 6,
         "decoder_layers": 6, "dropout": 0.1, "attention_dropout": 0.1, "ffn_dropout": 0.1,
-        "norm": "post", "head": "softmax", "shared_private": None, "rewe": None}
+        "norm": "post", "head": "softmax", "shared_private": None, "rewe": None,
+        "selection": None}
     train = preset["train"]
     assert train["label_smoothing"] == 0.1
     assert preset["data"]["batch_tokens"] == 25000

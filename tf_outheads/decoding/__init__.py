@@ -11,6 +11,7 @@ from tf_outheads.decoding.beam_layout import tile_for_beam
 from tf_outheads.decoding.greedy import GreedyResult
 from tf_outheads.decoding.greedy import greedy_search
 from tf_outheads.decoding.greedy import max_length_from_source
+from tf_outheads.decoding.neural_selection import NeuralSelection
 from tf_outheads.decoding.options import DecodeOptions
 from tf_outheads.decoding.scoring import Scorer
 from tf_outheads.decoding.scoring import score
@@ -24,6 +25,7 @@ __all__ = [
     "BeamResult",
     "DecodeOptions",
     "GreedyResult",
+    "NeuralSelection",
     "Scorer",
     "Shortlist",
     "Translator",

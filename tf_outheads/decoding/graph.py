@@ -76,9 +76,10 @@ class TranslationGraph(RequestOptions):
             sources hold more subword pieces in all (each counted after its
             cut to `max_source_length - 1`), before decoding it; `None`: no
             limit. Defaults to `None`.
-        shortlist: `None` or a `tf_outheads.decoding.selection.Shortlist` of these
-            tokenizers: every search decodes over its per-batch candidates only
-            (vocabulary selection). Defaults to `None`: the whole vocabulary.
+        shortlist: `None`, a `tf_outheads.decoding.selection.Shortlist` of these
+            tokenizers or a `tf_outheads.decoding.NeuralSelection` (the model's
+            selection head): every search decodes over its per-batch candidates
+            only (vocabulary selection). Defaults to `None`: the whole vocabulary.
 
     Raises:
         TypeError: `options` is not a `DecodeOptions`.
@@ -105,7 +106,7 @@ class TranslationGraph(RequestOptions):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         if shortlist is not None:
-            shortlist.check_tokenizers(source_tokenizer, target_tokenizer)
+            shortlist.check(model, source_tokenizer, target_tokenizer)
         self.shortlist = shortlist
         self.beam_sizes = tuple(sorted({int(width) for width in beam_sizes}
                                        | {options.beam_size}))
@@ -368,19 +369,25 @@ class TranslationGraph(RequestOptions):
         eos_bias, block_repeats = values["eos_bias"], values["block_repeats"]
         model = self.model
         max_length = self.output_limits(num_pieces, values)
-        model_step_fn, candidates = model.make_step_fn(cache), None
+        # Under XLA the search's loop bound (the largest per-row limit) sizes per-step
+        # caches (static shapes); otherwise a model may let them grow step by step.
+        cache_length = tf.reduce_max(max_length) if in_xla_context() else None
+        model_step_fn, candidates, probabilities = model.make_step_fn(cache), None, None
+        if self.shortlist is not None and self.shortlist.reads_model:
+            # Neural selection: the state and the encoder outputs of one encoder pass.
+            model_state, (memory, mask) = model.initial_decoding_state(
+                source_ids, max_length=cache_length, return_memory=True)
+            probabilities = model.selection.probabilities(memory, mask)
+        else:
+            model_state = model.initial_decoding_state(source_ids, max_length=cache_length)
         if self.shortlist is not None:
             # Vocabulary selection: the search runs over candidate indices, which the
             # prefix is given in and the ids are mapped back from (`selection`).
             candidates = self.shortlist.candidates(
-                source_ids, None if prefix is None else prefix[0])
+                source_ids, None if prefix is None else prefix[0], probabilities=probabilities)
             model_step_fn = selected_step_fn(model, cache, candidates)
             if prefix is not None:
                 prefix = (to_candidate_indices(candidates, prefix[0]), prefix[1])
-        # Under XLA the search's loop bound (the largest per-row limit) sizes per-step
-        # caches (static shapes); otherwise a model may let them grow step by step.
-        cache_length = tf.reduce_max(max_length) if in_xla_context() else None
-        model_state = model.initial_decoding_state(source_ids, max_length=cache_length)
         batch_size = tf.shape(source_ids)[0]
         if isinstance(length_penalty, tf.Tensor):
             # Per row: (b, 1) broadcasts against beam_search's (b, 2k) candidate

@@ -145,13 +145,31 @@ class Shortlist:
                     f"{tokenizer.vocab_size} ({tokenizer.fingerprint}). Build it again: "
                     "tf-outheads shortlist --run-dir RUN")
 
-    def candidates(self, source_ids, prefix_ids=None):
+    # `candidates` reads the source pieces only (a `NeuralSelection` reads the model).
+    reads_model = False
+
+    def check(self, model, source_tokenizer=None, target_tokenizer=None):
+        """Refuse a model or tokenizers this shortlist was not built for."""
+        self.check_tokenizers(source_tokenizer, target_tokenizer)
+        size = getattr(model, "target_vocabulary_size", self.target_vocabulary_size)
+        if size != self.target_vocabulary_size:
+            raise ValueError(f"The shortlist was built for {self.target_vocabulary_size} target "
+                             f"pieces; the model has {size}")
+
+    def describe(self):
+        """What an export's metadata says of it."""
+        return {"method": "lexical", "top_k": self.top_k, "frequent": len(self.frequent),
+                "bucket": self.bucket}
+
+    def candidates(self, source_ids, prefix_ids=None, probabilities=None):
         """The batch's candidate piece ids, sorted, int32 `(K,)` (TensorFlow ops).
 
         Args:
             source_ids: int `(B, S)`, padded with `<pad>`.
             prefix_ids: `None` or int `(B, P)`: target prefix pieces, always in.
+            probabilities: unused (a `NeuralSelection`'s).
         """
+        del probabilities
         size = self.target_vocabulary_size
         translations = tf.constant(self.translations)
         ids = [tf.reshape(tf.gather(translations, tf.cast(source_ids, tf.int32)), [-1]),

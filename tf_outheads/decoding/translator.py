@@ -49,9 +49,9 @@ class Translator:
             options (beam size, length penalty, n-best size, sampling, seed,
             `<unk>` replacement, alignments, EOS bias, repeat blocking, length
             limits, batch size, quantization; see there). `None`: the defaults.
-        shortlist: `None` or a `tf_outheads.decoding.selection.Shortlist` of these
-            tokenizers: decode each batch over its candidates only (vocabulary
-            selection). Defaults to `None`.
+        shortlist: `None`, a `tf_outheads.decoding.selection.Shortlist` of these
+            tokenizers or a `tf_outheads.decoding.NeuralSelection`: decode each
+            batch over its candidates only (vocabulary selection). Defaults to `None`.
         **changes: options by name (`DecodeOptions` fields) over `options`:
             `Translator(model, s, t, beam_size=5)` is `Translator(model, s, t,
             options=DecodeOptions(beam_size=5))`. Checked once, with `options`.
@@ -86,7 +86,7 @@ class Translator:
                  **changes):
         self.options = decode_options(options, **changes)
         if shortlist is not None:  # before anything is built
-            shortlist.check_tokenizers(source_tokenizer, target_tokenizer)
+            shortlist.check(model, source_tokenizer, target_tokenizer)
         self.shortlist = shortlist
         # int8: a quantized copy decodes (`Seq2SeqModel.quantize`); `model` is untouched.
         self.model = inference_model(model, self.options.quantize)

@@ -179,9 +179,10 @@ class TranslatorModule(tf.Module):
             pieces in all (each counted after its cut to `max_source_length
             - 1`) is refused before it is decoded. Defaults to 16384.
         name: str. Module name. Defaults to `"translator"`.
-        shortlist: `None` or a `tf_outheads.decoding.selection.Shortlist`: every
-            request decodes over its batch's candidates (vocabulary selection); its
-            tables are constants of the graph. Defaults to `None`.
+        shortlist: `None`, a `tf_outheads.decoding.selection.Shortlist` (its tables
+            constants of the graph) or a `tf_outheads.decoding.NeuralSelection`: every
+            request decodes over its batch's candidates (vocabulary selection).
+            Defaults to `None`.
         **changes: options by name (`DecodeOptions` fields) over `options`,
             checked once with them.
 
@@ -400,10 +401,8 @@ class TranslatorModule(tf.Module):
             "max_length_penalty": MAX_LENGTH_PENALTY,
             "head_cache": sorted(self.head_cache),
             # Vocabulary selection (`tf_outheads.decoding.selection`): its sizes, or None.
-            "shortlist": None if self._graph.shortlist is None else {
-                "top_k": self._graph.shortlist.top_k,
-                "frequent": len(self._graph.shortlist.frequent),
-                "bucket": self._graph.shortlist.bucket},
+            "shortlist": (None if self._graph.shortlist is None
+                          else self._graph.shortlist.describe()),
         }
 
 

@@ -11,7 +11,9 @@ from tf_outheads.layers.heads import TiedSoftmaxHead
 from tf_outheads.layers.heads import build_head
 from tf_outheads.layers.heads import register_head
 from tf_outheads.layers.rewe_head import ReWEHead
+from tf_outheads.layers.selection_head import VocabularySelectionHead
 
 __all__ = ["HEADS", "CategoricalHead", "ContinuousOutputHead", "LuongAttention",
            "MultiHeadAttention", "ReWEHead", "SoftmaxHead", "TiedSoftmaxHead",
-           "build_head", "register_head", "sinusoidal_position_encoding"]
+           "VocabularySelectionHead", "build_head", "register_head",
+           "sinusoidal_position_encoding"]

@@ -45,13 +45,18 @@ from keras import ops
 
 from tf_outheads.data.special_tokens import PAD_ID
 
-__all__ = ["HIDDEN_OUTPUT", "HEAD_OUTPUT", "Objective", "SequenceLoss", "StepOutputs",
-           "count_target_tokens", "global_tokens"]
+__all__ = ["HIDDEN_OUTPUT", "HEAD_OUTPUT", "MEMORY_MASK_OUTPUT", "MEMORY_OUTPUT", "Objective",
+           "SequenceLoss", "StepOutputs", "count_target_tokens", "global_tokens"]
 
 # The key of the decoder outputs in the structure a model returns in a loss step.
 HIDDEN_OUTPUT = "hidden"
 # The name of the model's head in a loss dict (`compile(loss={"logits": ..., "rewe": ...})`).
 HEAD_OUTPUT = "logits"
+# The keys of the encoder outputs `(B, S, d)` and source mask `(B, S)` a model returns
+# next to `hidden` when an auxiliary head reads the source (`reads_source`: neural
+# vocabulary selection).
+MEMORY_OUTPUT = "memory"
+MEMORY_MASK_OUTPUT = "memory_mask"
 
 
 def count_target_tokens(labels, pad_id=PAD_ID):
@@ -91,11 +96,14 @@ class StepOutputs:
         training: bool. A training step (else an evaluation step).
         static_size: bool. Shapes must be static (XLA).
         head_output: optional `(B, T, V)` output of `head`, already computed.
+        source: `None`, or `(memory (B, S, d), mask (B, S))`, the encoder outputs an
+            auxiliary head that reads the source (`reads_source`) is run on.
     """
 
     def __init__(self, hidden, head, step=0, training=True, static_size=False,
-                 head_output=None):
+                 head_output=None, source=None):
         self.hidden = hidden
+        self.source = source
         self.head = head
         self.step = step
         self.training = training
@@ -109,7 +117,10 @@ class StepOutputs:
         """What a model's `call` returned in a step: `{"hidden": h}` (inside
         `training_outputs()`), or the head's output. `options` as the constructor's."""
         if isinstance(y_pred, dict) and HIDDEN_OUTPUT in y_pred:
-            return cls(y_pred[HIDDEN_OUTPUT], head, **options)
+            source = None
+            if MEMORY_OUTPUT in y_pred:
+                source = (y_pred[MEMORY_OUTPUT], y_pred[MEMORY_MASK_OUTPUT])
+            return cls(y_pred[HIDDEN_OUTPUT], head, source=source, **options)
         return cls(None, head, head_output=y_pred, **options)
 
     def of(self, head):
@@ -117,9 +128,17 @@ class StepOutputs:
 
         The model's head gets `h`; an auxiliary head gets `h`, and also the
         model head's logits if it reads them (`needs_logits`, e.g. ReWE's
-        contrastive set-up A, which embeds the arg-max word).
+        contrastive set-up A, which embeds the arg-max word); a head that reads the
+        source (`reads_source`) gets the encoder outputs and source mask instead.
         """
         key = id(head)
+        if key not in self._outputs and getattr(head, "reads_source", False):
+            if self.source is None:
+                raise ValueError(
+                    f"{head.name!r} reads the encoder outputs, which this step did not "
+                    "return: the model must be built with this head (`selection=`) and "
+                    "called inside `with model.training_outputs():`")
+            self._outputs[key] = head(*self.source)
         if key not in self._outputs:
             if self.hidden is None:
                 raise ValueError(

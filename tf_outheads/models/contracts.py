@@ -83,6 +83,9 @@ class DecodingModel(typing.Protocol):
       float32 (`<unk>` replacement).
     - `head`: the output layer (`OutputHead`); `auxiliary_heads()`: `{name:
       AuxiliaryHead}`, trained only.
+    - for vocabulary selection by a model's own prediction (a
+      `tf_outheads.decoding.NeuralSelection`), also `selection_probabilities`
+      and `initial_decoding_state(..., return_memory=True)` (`Seq2SeqModel`).
     """
 
     head: typing.Any

@@ -11,12 +11,15 @@ only what differs between backbones:
 - `initial_decoding_state(source_ids, max_length)` and
   `decoder_step(ids_t, state)` → `(h_t (B, d_h), new state)`;
 - `initialize(variables)`: its initialisation scheme beyond the layers'
-  initializers (the LSTM's U(±a)), if any.
+  initializers (the LSTM's U(±a)), if any;
+- to take a neural vocabulary selection head (`returns_memory = True`): with
+  `return_memory=True`, `teacher_forced` and `initial_decoding_state` also return
+  the encoder outputs `(memory (B, S, d), mask (B, S) bool)` as a second element.
 
 This class owns the rest, once: the source and target embeddings (separate, or
 the two sides of shared-private embeddings, Liu et al. 2019), the output head
-and the auxiliary ReWE head (built after every other weight, so a model with
-λ = 0 starts, and trains, exactly as the plain one), what it returns in a
+and the auxiliary heads, ReWE and neural vocabulary selection (built after every
+other weight, so a model with λ = 0 starts, and trains, exactly as the plain one), what it returns in a
 loss step (`training_outputs()`), the decoding step function, the parameter
 groups and the config of those parts.
 
@@ -36,8 +39,10 @@ from keras import ops
 from tf_outheads.compat import FirstReplicaBuild, has_compiled_metrics, in_xla_context, loss_tracker
 from tf_outheads.layers.heads import build_head, head_to_spec
 from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
+from tf_outheads.layers.selection_head import build_selection_head, selection_to_spec
 from tf_outheads.layers.shared_private import shared_private_argument, shared_private_to_spec
-from tf_outheads.losses.objective import HEAD_OUTPUT, HIDDEN_OUTPUT, Objective, StepOutputs
+from tf_outheads.losses.objective import (HEAD_OUTPUT, HIDDEN_OUTPUT, MEMORY_MASK_OUTPUT,
+                                          MEMORY_OUTPUT, Objective, StepOutputs)
 from tf_outheads.ops.quantize import QUANTIZATION_MODES
 from tf_outheads.validation import positive_int
 
@@ -74,9 +79,13 @@ class ObjectiveHooks(FirstReplicaBuild):
         finally:
             self._returns_training_outputs = previous
 
-    def head_outputs(self, hidden, training=False):
-        """What `call` returns: the head's output, or `{"hidden": h}` in a loss step."""
+    def head_outputs(self, hidden, training=False, source=None):
+        """What `call` returns: the head's output, or `{"hidden": h}` in a loss step
+        (and the encoder outputs `source = (memory, mask)`, when given)."""
         if self._returns_training_outputs:
+            if source is not None:
+                return {HIDDEN_OUTPUT: hidden, MEMORY_OUTPUT: source[0],
+                        MEMORY_MASK_OUTPUT: source[1]}
             return {HIDDEN_OUTPUT: hidden}
         return self.head(hidden)
 
@@ -151,7 +160,8 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
 
     A subclass's `__init__` calls `super().__init__(V_s, V_t, **kwargs)`, then
     `self.build_embeddings(...)`, creates its encoder and decoder, and ends
-    with `self.build_heads(head, rewe)`. See the module doc for what it defines.
+    with `self.build_heads(head, rewe, selection)`. See the module doc for what it
+    defines.
 
     Call arguments:
         inputs: dict with `"source_ids"` `(B, S)` and `"target_in"` `(B, T)`,
@@ -209,13 +219,21 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
             self.target_vocabulary_size, target_dim, embeddings_initializer=initializer(),
             dtype=self.dtype_policy, name="target_embedding")
 
-    def build_heads(self, head, rewe):
-        """Create the output head, build the whole network, then the ReWE head.
+    # Whether `teacher_forced` and `initial_decoding_state` take `return_memory`
+    # (module doc), which a neural vocabulary selection head needs.
+    returns_memory = False
+    # The selection head, once `build_heads` ran with one.
+    selection = None
+
+    def build_heads(self, head, rewe, selection=None):
+        """Create the output head, build the whole network, then the auxiliary heads.
 
         Order: the head object, `build_network()` (embeddings, encoder,
         decoder), the head's weights, `initialize(self.weights)`; then the
-        auxiliary ReWE head and `initialize` of its trainable weights, so
-        every other weight draws the same values with or without it.
+        auxiliary ReWE head and `initialize` of its trainable weights, then
+        the selection head (`tf_outheads.VocabularySelectionHead`, Keras'
+        initializers), so every other weight draws the same values with or
+        without them.
         """
         self.head = build_head(head, self.target_vocabulary_size, self.target_embedding,
                                dtype=self.dtype_policy)
@@ -231,11 +249,26 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
                 self.rewe.build((None, None, self.hidden_size))
             # Its trainable weights only: a pretrained target table stays as given.
             self.initialize(self.rewe.trainable_weights)
+        self.selection = build_selection_head(selection, self.target_vocabulary_size,
+                                              dtype=self.dtype_policy)
+        if self.selection is not None:
+            if not self.returns_memory:
+                raise ValueError(
+                    f"{type(self).__name__} cannot take a vocabulary selection head: its "
+                    "`teacher_forced` and `initial_decoding_state` do not return the encoder "
+                    "outputs (`returns_memory`). Received: selection="
+                    f"{selection_to_spec(self.selection)}")
+            self.selection.build((None, None, self.memory_size))
 
     @property
     def hidden_size(self):
         """Size of the decoder outputs `h` the heads read."""
         raise NotImplementedError
+
+    @property
+    def memory_size(self):
+        """Size of the encoder outputs (`return_memory`); the decoder's by default."""
+        return self.hidden_size
 
     def build_network(self):
         """Build the embeddings, encoder and decoder (shapes known at construction)."""
@@ -245,18 +278,38 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
         """Re-draw `variables` by the model's initialisation scheme; none by default."""
 
     # -- the two passes ---------------------------------------------------
-    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False):
-        """`h (B, T, d_h)` of a teacher-forced pass (and the attention `(B, T, S)`)."""
+    def teacher_forced(self, source_ids, target_in, training=False, return_alignments=False,
+                       return_memory=False):
+        """`h (B, T, d_h)` of a teacher-forced pass (and the attention `(B, T, S)`); with
+        `return_memory`, `(that, (memory, mask))` (module doc)."""
         raise NotImplementedError
 
     def call(self, inputs, training=False):
+        if self.selection is not None and self._returns_training_outputs:
+            h, source = self.teacher_forced(inputs["source_ids"], inputs["target_in"],
+                                            training=training, return_memory=True)
+            return self.head_outputs(h, training, source=source)
         h = self.teacher_forced(inputs["source_ids"], inputs["target_in"], training=training)
         return self.head_outputs(h, training)
 
-    def initial_decoding_state(self, source_ids, max_length=None):
+    def initial_decoding_state(self, source_ids, max_length=None, return_memory=False):
         """The decoding state of a batch of sources (`DecodingModel`: `max_length` under
-        XLA, for caches of that many steps; `None` elsewhere)."""
+        XLA, for caches of that many steps; `None` elsewhere); with `return_memory`,
+        `(state, (memory, mask))` (module doc)."""
         raise NotImplementedError
+
+    def selection_probabilities(self, source_ids):
+        """`(B, V)` float32: the selection head's probability that each target piece
+        occurs in each source's translation (`VocabularySelectionHead`).
+
+        Raises:
+            ValueError: the model has no selection head.
+        """
+        if self.selection is None:
+            raise ValueError(f"{self.name!r} has no vocabulary selection head (built "
+                             "without `selection=`)")
+        _, (memory, mask) = self.initial_decoding_state(source_ids, return_memory=True)
+        return self.selection.probabilities(memory, mask)
 
     def decoder_step(self, ids_t, state):
         """One decoding step: `ids_t (B,)` int32 → `(h_t (B, d_h), new state)`."""
@@ -377,8 +430,10 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
 
     # -- parts ------------------------------------------------------------
     def auxiliary_heads(self):
-        """`{"rewe": ReWEHead}` with a ReWE head, else `{}` (trained next to the head)."""
-        return {"rewe": self.rewe} if self.rewe is not None else {}
+        """`{"rewe": ReWEHead, "selection": VocabularySelectionHead}`, those the model
+        has (trained next to the head)."""
+        heads = {"rewe": self.rewe, "selection": self.selection}
+        return {name: head for name, head in heads.items() if head is not None}
 
     def target_vector_layers(self):
         """The head and auxiliary heads that read a table of pretrained target word
@@ -397,6 +452,8 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
             "output_layer": self.head.weights,
             # Training only: not part of the inference model.
             **({"rewe": self.rewe.weights} if self.rewe is not None else {}),
+            # Read once per sentence to choose the decoder's vocabulary.
+            **({"selection": self.selection.weights} if self.selection is not None else {}),
         }
 
     def get_config(self):
@@ -406,6 +463,8 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
             "target_vocabulary_size": self.target_vocabulary_size,
             "head": head_to_spec(self.head),
             "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
+            "selection": (selection_to_spec(self.selection)
+                          if self.selection is not None else None),
             "shared_private": (shared_private_to_spec(self.shared_private)
                                if self.shared_private is not None else None),
         })
