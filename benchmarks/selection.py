@@ -56,6 +56,7 @@ def parse_args(argv=None):
 
 ARGS = start(parse_args, __name__)  # then TensorFlow: thread pools set, quiet logger, this checkout
 
+import numpy as np  # noqa: E402
 import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -85,7 +86,11 @@ def selections(args, model, source_tokenizer, target_tokenizer, train_split):
         target_tokenizer.tokenize(list(train_split.targets)).to_list(),
         source_tokenizer.vocab_size, size, top_k=args.top_k, frequent=args.frequent)
     if model.selection is not None:
-        chosen["neural"] = NeuralSelection(0.5)
+        # An untrained head (a smoke test): the threshold keeping a quarter of the pieces
+        # of a batch of training sources.
+        batch = source_tokenizer.tokenize(list(train_split.sources[:args.batch_size]))
+        scores = tf.reduce_max(model.selection_probabilities(batch.to_tensor()), axis=0)
+        chosen["neural"] = NeuralSelection(float(np.quantile(scores.numpy(), 0.75)))
     return chosen
 
 

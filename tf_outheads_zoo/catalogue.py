@@ -51,6 +51,8 @@ def _preset_head(config):
         parts.append(f"{train.sampled_softmax['fraction']:.0%} sampled softmax")
     if model.rewe:
         parts.append("+ ReWE")
+    if model.selection is not None:
+        parts.append("+ neural vocabulary selection")
     if model.shared_private:
         # Every piece paired with itself (three-way tying) or pairs from alignments.
         identity = model.shared_private.get("pairs") == "identity"

@@ -64,7 +64,7 @@ def test_a_selection_run_trains_resumes_measures_and_decodes_alike(tmp_path, cap
     model, source_tokenizer, target_tokenizer, config = load_run(run_dir)
     selection = NeuralSelection.load(os.path.join(run_dir, "selection.json"))
     translator = Translator(model, source_tokenizer, target_tokenizer, shortlist=selection,
-                            options=config.decode.options())
+                            **config.decode.options())
     assert translator.translate(SOURCES) == from_cli
 
     export_dir = str(tmp_path / "export")

@@ -463,11 +463,13 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
             "target_vocabulary_size": self.target_vocabulary_size,
             "head": head_to_spec(self.head),
             "rewe": rewe_to_spec(self.rewe) if self.rewe is not None else None,
-            "selection": (selection_to_spec(self.selection)
-                          if self.selection is not None else None),
             "shared_private": (shared_private_to_spec(self.shared_private)
                                if self.shared_private is not None else None),
         })
+        if self.selection is not None:
+            # Only when there is one: a subclass written before `selection=` existed
+            # need not take it.
+            config["selection"] = selection_to_spec(self.selection)
         return config
 
 
