@@ -62,7 +62,7 @@ class NeuralSelection:
             raise ValueError(
                 "Neural vocabulary selection needs a model trained with a selection head "
                 "(`selection=`, e.g. the presets ending in -nvs); this model has none. Use "
-                "a lexical shortlist instead (tf-outheads shortlist --method eflomal)")
+                "a lexical shortlist instead (tf-outheads shortlist --method lexical)")
         if target_tokenizer is not None and target_tokenizer.vocab_size != head.vocabulary_size:
             raise ValueError(f"The selection head predicts {head.vocabulary_size} pieces; the "
                              f"target tokenizer has {target_tokenizer.vocab_size}")
@@ -96,13 +96,15 @@ class NeuralSelection:
         return tf.sort(tf.cast(chosen, tf.int32))
 
     def save(self, path):
-        """Write to `path` (JSON, written whole then renamed)."""
-        path = os.fspath(path)
-        with open(path + ".tmp", "w", encoding="utf-8") as stream:
-            json.dump({"method": "neural", "threshold": self.threshold,
-                       "bucket": self.bucket}, stream, indent=2)
-        os.replace(path + ".tmp", path)
-        return path
+        """Write to `path` (JSON, `describe()`; written whole then renamed)."""
+        # Imported here: tf_outheads.training imports the decoders (an import circle).
+        from tf_outheads.training.backup import write_atomically
+
+        def write(temporary):
+            with open(temporary, "w", encoding="utf-8") as stream:
+                json.dump(self.describe(), stream, indent=2)
+
+        return write_atomically(os.fspath(path), write)
 
     @classmethod
     def load(cls, path):

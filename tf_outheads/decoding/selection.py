@@ -189,14 +189,15 @@ class Shortlist:
 
     def save(self, path):
         """Write to `path` (`.npz`, written whole then renamed)."""
-        path = os.fspath(path)
-        temporary = path + ".tmp.npz"
-        np.savez(temporary, translations=self.translations, frequent=self.frequent,
-                 order=self.order, meta=np.array(json.dumps({
-                     "source_fingerprint": self.source_fingerprint,
-                     "target_fingerprint": self.target_fingerprint, "bucket": self.bucket})))
-        os.replace(temporary, path)
-        return path
+        # Imported here: tf_outheads.training imports the decoders (an import circle).
+        from tf_outheads.training.backup import write_atomically
+
+        meta = np.array(json.dumps({"source_fingerprint": self.source_fingerprint,
+                                    "target_fingerprint": self.target_fingerprint,
+                                    "bucket": self.bucket}))
+        return write_atomically(os.fspath(path), lambda temporary: np.savez(
+            temporary, translations=self.translations, frequent=self.frequent,
+            order=self.order, meta=meta))
 
     @classmethod
     def load(cls, path):
