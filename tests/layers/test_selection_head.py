@@ -128,3 +128,11 @@ def test_every_model_trains_its_selection_head_with_fit(kind):
 def test_a_model_without_a_selection_head_says_so():
     with pytest.raises(ValueError, match=r"has no vocabulary selection head"):
         MODELS["lstm"](None).selection_probabilities(np.ones((1, 3), "int32"))
+
+
+def test_the_head_and_the_loss_round_trip_through_their_configs():
+    head = VocabularySelectionHead(9, pooling="state_max", block_gradient=True)
+    copy = VocabularySelectionHead.from_config(head.get_config())
+    assert (copy.vocabulary_size, copy.pooling, copy.block_gradient) == (9, "state_max", True)
+    loss = BagOfWordsLoss.from_config(BagOfWordsLoss(positive_weight=3.0, pad_id=1).get_config())
+    assert (loss.positive_weight, loss.pad_id) == (3.0, 1)
