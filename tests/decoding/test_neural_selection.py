@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.decoding.test_selection import HEADS, flat, masked_step_fn
+from tests.decoding.test_selection import (HEADS, check_saved_model_agrees, flat,
+                                           masked_step_fn)
 from tf_outheads import NeuralSelection
 from tf_outheads.decoding import Translator, greedy_search
 from tf_outheads.decoding.selection import SPECIAL_IDS
@@ -105,21 +106,6 @@ def test_a_selection_is_saved_loaded_and_refused_where_it_cannot_work(bible_toke
 @pytest.mark.slow  # a SavedModel export and reload
 def test_a_reloaded_saved_model_decodes_over_the_same_candidates(bible_tokenizer, bible_slice,
                                                                  tmp_path):
-    from tests.export.options import signature_options
-    from tf_outheads.export import export_translator
-
-    model = nvs_model(bible_tokenizer.vocab_size, "joint")
-    selection = NeuralSelection(threshold=0.5, bucket=16)
-    sources = bible_slice.sources[900:906] + [""]
-    path = export_translator(model, bible_tokenizer, bible_tokenizer, str(tmp_path / "1"),
-                             beam_sizes=(1, 3), max_length_offset=4, shortlist=selection)
-    loaded = tf.saved_model.load(path)
-    for width in (1, 3):
-        expected = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
-                              beam_size=width, shortlist=selection).translate(sources)
-        full = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
-                          beam_size=width).translate(sources)
-        assert expected != full  # the selection changes these outputs
-        outputs = loaded.signatures["translate"](sources=tf.constant(sources),
-                                                 **signature_options(beam_size=width))
-        assert [t.decode("utf-8") for t in outputs["translations"].numpy()[:, 0]] == expected
+    check_saved_model_agrees(nvs_model(bible_tokenizer.vocab_size, "joint"),
+                             NeuralSelection(threshold=0.5, bucket=16), bible_tokenizer,
+                             bible_slice.sources[900:906] + [""], str(tmp_path / "1"))

@@ -153,25 +153,31 @@ def test_bad_shortlist_arguments_are_refused_naming_them(kwargs, message):
         build_shortlist([[4, 5]], [[6]], 10, 10, **kwargs)
 
 
+def check_saved_model_agrees(model, selection, tokenizer, sources, export_dir):
+    """Exports `model` with `selection`; its reloaded `translate` signature gives the
+    Translator's selected outputs (which differ from full decoding) at widths 1 and 3."""
+    from tests.export.options import signature_options
+    from tf_outheads.export import export_translator
+
+    path = export_translator(model, tokenizer, tokenizer, export_dir, beam_sizes=(1, 3),
+                             max_length_offset=4, shortlist=selection)
+    loaded = tf.saved_model.load(path)
+    for width in (1, 3):
+        expected = Translator(model, tokenizer, tokenizer, max_length_offset=4,
+                              beam_size=width, shortlist=selection).translate(sources)
+        full = Translator(model, tokenizer, tokenizer, max_length_offset=4,
+                          beam_size=width).translate(sources)
+        assert expected != full  # the selection changes these outputs
+        outputs = loaded.signatures["translate"](sources=tf.constant(sources),
+                                                 **signature_options(beam_size=width))
+        assert [t.decode("utf-8") for t in outputs["translations"].numpy()[:, 0]] == expected
+
+
 @pytest.mark.slow  # two SavedModel exports and reloads
 @pytest.mark.parametrize("head", ["joint", "vmf"])
 def test_a_reloaded_saved_model_decodes_over_the_same_candidates(head, bible_tokenizer,
                                                                  bible_slice, shortlist,
                                                                  tmp_path):
-    from tests.export.options import signature_options
-    from tf_outheads.export import export_translator
-
-    model = tiny_model(bible_tokenizer.vocab_size, head)
-    sources = bible_slice.sources[900:906] + [""]
-    path = export_translator(model, bible_tokenizer, bible_tokenizer, str(tmp_path / "1"),
-                             beam_sizes=(1, 3), max_length_offset=4, shortlist=shortlist)
-    loaded = tf.saved_model.load(path)
-    for width in (1, 3):
-        expected = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
-                              beam_size=width, shortlist=shortlist).translate(sources)
-        full = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4,
-                          beam_size=width).translate(sources)
-        assert expected != full  # the shortlist changes these outputs
-        outputs = loaded.signatures["translate"](sources=tf.constant(sources),
-                                                 **signature_options(beam_size=width))
-        assert [t.decode("utf-8") for t in outputs["translations"].numpy()[:, 0]] == expected
+    check_saved_model_agrees(tiny_model(bible_tokenizer.vocab_size, head), shortlist,
+                             bible_tokenizer, bible_slice.sources[900:906] + [""],
+                             str(tmp_path / "1"))
