@@ -290,3 +290,19 @@ def test_sources_are_cut_and_outputs_limited_as_the_translator_does(tokenizer, v
     assert engine.translate(sources) == translator.translate(sources)
     assert engine.truncated_indices == translator.truncated_indices != []
     assert engine.translate([""], with_scores=True) == [("", 0.0)]
+
+
+def test_output_limits_round_as_the_graph_does(tokenizer, verses, tmp_path):
+    # ratio × (24 pieces + EOS) = 1.2 × 25 is 30 in float64 but 30.000001 in float32 (the
+    # graph's arithmetic, whose 1.2 rounds up): the graph's limit is 31. The engine must
+    # stop where the Translator stops, so an untrained model's outputs (no EOS) agree.
+    model = transformer(tokenizer.vocab_size, "softmax")
+    output = str(tmp_path / "ct2")
+    to_ctranslate2(model, tokenizer, tokenizer, output)
+    sources = [s for s in verses[0] if len(tokenizer.pieces([s])[0]) >= 24][:3]
+    assert sources
+    options = dict(max_source_length=25, max_length_ratio=1.2, max_length_offset=0)
+    translator = Translator(model, tokenizer, tokenizer, **options)
+    expected = translator.translate(sources)
+    assert max(len(pieces) for pieces in tokenizer.pieces(expected)) == 31
+    assert CTranslate2Translator(output, **options).translate(sources) == expected

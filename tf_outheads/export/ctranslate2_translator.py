@@ -31,10 +31,10 @@ decodes greedily only.
 import dataclasses
 import json
 import logging
-import math
 import os
 
 from tf_outheads.data.special_tokens import BOS_PIECE, EOS_PIECE, PAD_PIECE
+from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.options import DecodeOptions, decode_options
 from tf_outheads.export.ctranslate2 import METADATA_FILE, import_ctranslate2
 
@@ -211,8 +211,10 @@ class CTranslate2Translator:
                            options.max_source_length)
         prefixes = [self._pieces("target", p) if p else []
                     for p in (target_prefix or [None] * len(sentences))]
-        limits = [math.ceil(options.max_length_ratio * (len(p) + 1)) + options.max_length_offset
-                  for p in sources]
+        # The graph's own limits (float32 ceil included), so both stop at the same length.
+        limits = max_length_from_source(
+            [len(p) + 1 for p in sources], ratio=options.max_length_ratio,
+            offset=options.max_length_offset).numpy().tolist()
         results = [[("", 0.0)] + [("", float("-inf"))] * (n_best - 1) for _ in sentences]
         order = sorted((i for i, p in enumerate(sources) if p), key=lambda i: len(sources[i]))
         for group in _batches(order, limits, options.batch_size):
