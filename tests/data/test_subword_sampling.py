@@ -46,6 +46,7 @@ def test_draws_spell_the_sentence_and_depend_only_on_the_seed(unigram, bible_sli
     assert {_draw(sharp, SENTENCE, seed) for seed in range(20)} == {best}
 
 
+@pytest.mark.slow  # thousands of draws (~30 s); the seeded-draw tests stay fast
 def test_draws_follow_sentencepieces_own_sampling(unigram):
     # SentencePiece's SampleEncode (nbest_size 4, alpha 0.5) draws from its own generator;
     # ours, seeded per example, must give the same distribution over the segmentations.
@@ -130,7 +131,7 @@ def test_training_batches_draw_new_pieces_every_pass(bible_slice, unigram):
     assert max(len(s) for v in seen.values() for s in v) <= best
 
 
-@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("streamed", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_resumed_iterator_draws_what_an_uninterrupted_one_draws(bible_slice, unigram,
                                                                   tmp_path, streamed):
     corpus = bible_slice.select(range(300))

@@ -54,6 +54,7 @@ def pieces(alignments):
     return [len(alignment.split()) for alignment in alignments]
 
 
+@pytest.mark.slow  # a CLI run and a SavedModel export (~14 s)
 def test_a_new_option_reaches_the_cli_the_translator_and_a_reloaded_saved_model(
         capped, tiny_models, tokenizer, spanish_test_verses, tmp_path):
     from tf_outheads_zoo import cli, commands

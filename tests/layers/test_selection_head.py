@@ -96,7 +96,7 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(MODELS))
+@pytest.mark.parametrize("kind", ["lstm", pytest.param("transformer", marks=pytest.mark.slow)])
 def test_every_model_trains_its_selection_head_with_fit(kind):
     """Built after every other weight (those draw the same values without it), trained by
     `model.fit` next to the output layer (the bag loss falls), kept in the config."""

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tf_outheads import LazyAdam, SampledSoftmaxLoss, compile_for_translation
-from tests.losses.test_sampled_softmax import JOINT, _seq2seq_data, _small_model
+from tests.losses.test_sampled_softmax import _seq2seq_data, _small_model
 
 
 def numpy_adam(rows, grads, lr=0.1, b1=0.9, b2=0.999, eps=1e-7):

@@ -682,6 +682,7 @@ def test_study_decodings_become_translate_flags():
         5, -2.0, True, False)
 
 
+@pytest.mark.slow  # a CLI shortlist build and translations (~40 s)
 def test_shortlist_command_builds_reports_and_translate_decodes_with_it(trained_run, tmp_path,
                                                                         capsys):
     source_file = tmp_path / "sources.txt"

@@ -196,6 +196,7 @@ def test_the_sentence_bootstrap_resamples_both_arms_alike():
     assert np.std(unpaired) > 0.05
 
 
+@pytest.mark.slow  # a simulation over many bootstrap resamples (~6 s)
 def test_a_null_effect_holds_at_the_test_level_where_the_seeds_alone_do_not():
     """No true effect; each simulated study draws its own test set, whose sentences
     favour one arm by chance, shared by its seeds, and seeds' noise ten times smaller

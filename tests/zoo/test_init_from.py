@@ -109,6 +109,7 @@ def test_every_head_starts_from_its_parents_model(corpora, tmp_path, head):
                                       parent_model.head.target_vectors())
 
 
+@pytest.mark.slow  # two CLI trainings (~13 s)
 def test_a_child_of_another_architecture_is_refused_naming_the_keys(corpora, tmp_path,
                                                                     capsys):
     parent_dir = tmp_path / "parent"

@@ -69,6 +69,7 @@ def test_a_damaged_parent_model_is_refused_before_anything_is_copied(
     assert not child_dir.exists()  # nothing copied, nothing written
 
 
+@pytest.mark.slow  # a CLI training after the repair (~12 s); the refusals stay fast
 def test_the_same_command_works_once_the_parent_is_repaired(parent_run, corpus, tmp_path,
                                                             capsys):
     parent_dir, child_dir = tmp_path / "parent", tmp_path / "child"

@@ -48,8 +48,13 @@ def source_batch():
     return np.random.default_rng(0).integers(4, SOURCE_VOCAB, (4, 5)).astype("int32")
 
 
-@pytest.mark.parametrize("model_type", [LSTMSeq2Seq, TransformerSeq2Seq])
-@pytest.mark.parametrize("head", HEADS)
+# The Transformer keeps one head, tied, in the fast suite (~11 s a case); the others run
+# in the slow set.
+@pytest.mark.parametrize("head, model_type", [
+    pytest.param(head, model_type, id=f"{head}-{model_type.__name__}",
+                 marks=pytest.mark.slow if model_type is TransformerSeq2Seq and head != "tied"
+                 else ())
+    for head in HEADS for model_type in (LSTMSeq2Seq, TransformerSeq2Seq)])
 def test_a_quantized_copy_scores_close_to_its_float_model_which_stays_float(model_type, head):
     model = make_model(model_type, head)
     before = [w.numpy().copy() for w in model.weights]
@@ -101,6 +106,7 @@ def test_quantizing_says_what_it_takes():
         quantized_copy(model)
 
 
+@pytest.mark.slow  # a Transformer quantized twice (~12 s)
 def test_weight_only_int8_multiplies_in_float():
     model = make_model(TransformerSeq2Seq, "joint")
     copy = make_model(TransformerSeq2Seq, "joint")

@@ -368,6 +368,7 @@ def test_compile_for_translation_defaults_to_the_paper_lambda_and_cosine():
                                rtol=1e-5)
 
 
+@pytest.mark.slow  # three fits and evaluations (~8 s)
 def test_per_term_dev_losses_are_token_weighted_means_like_val_loss():
     """Over dev batches of different lengths, `val_logits_loss` is the per-token NLL of the
     whole dev set (what a plain model's `val_loss` is), so `val_loss` = `val_logits_loss`

@@ -67,6 +67,7 @@ def _check(parent_dir, child_dir, mode, corpus, score=True):
                                [r["log_prob"] for r in theirs], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow  # two CLI trainings (~30 s)
 def test_a_merged_vocabulary_keeps_the_parents_rows_and_scores(corpora, tmp_path):
     parent_dir, child_dir = tmp_path / "parent", tmp_path / "child"
     _train(parent_dir, corpora[0], "--preset", "lstm-tiny", "--max-steps", "4")
