@@ -15,3 +15,28 @@ def int_at_least(name, value, minimum, what=None):
         raise ValueError(f"`{name}` must be {what or f'an int >= {minimum}'}. "
                          f"Received: {name}={value!r}")
     return int(value)
+
+
+def spec_class_and_config(spec, base, aliases, argument, kind):
+    """`(class, config dict)` of an auxiliary head's spec: `True` (the defaults), a config
+    dict of `base`, or `{"class_name", "config"}` naming a registered subclass of `base`
+    (or `base` itself by one of `aliases`).
+
+    Raises:
+        ValueError: naming `argument`, for any other value or class.
+    """
+    import keras
+
+    if spec is True:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise ValueError(f"`{argument}` must be None, True, a {base.__name__} config or spec "
+                         f"dict, or a {base.__name__}. Received: {argument}={spec!r}")
+    if "class_name" not in spec:
+        return base, dict(spec)
+    cls = keras.saving.get_registered_object(spec["class_name"]) or (
+        base if spec["class_name"] in aliases else None)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"Unknown {kind} {spec['class_name']!r}. "
+                         f"Received: {argument}={spec!r}")
+    return cls, dict(spec.get("config", {}))

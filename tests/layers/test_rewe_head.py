@@ -185,3 +185,27 @@ def test_build_rewe_head_refuses_a_head_reading_another_embedding():
         build_rewe_head(ReWEHead(DIM, embedding=make_embedding()), VOCAB, make_embedding())
     with pytest.raises(ValueError, match="Received: rewe='yes'"):
         build_rewe_head("yes", VOCAB, make_embedding())
+
+
+def test_spec_refusals_name_the_argument_for_both_auxiliary_heads():
+    """The ReWE and selection builders read their specs with one helper
+    (`tf_outheads.validation.spec_class_and_config`): bad values are refused by name,
+    the class's own name is an alias, and an unknown class name is refused."""
+    from tf_outheads.layers.selection_head import build_selection_head
+
+    embedding = make_embedding()
+    with pytest.raises(ValueError, match=r"`rewe` must be None, True, a ReWEHead config"):
+        build_rewe_head("cosine", VOCAB, embedding)
+    with pytest.raises(ValueError, match=r"Unknown ReWE head 'nope'\. Received: rewe="):
+        build_rewe_head({"class_name": "nope"}, VOCAB, embedding)
+    assert isinstance(build_rewe_head({"class_name": "rewe", "config": {"hidden_dim": UNITS}},
+                                      VOCAB, embedding), ReWEHead)
+    with pytest.raises(ValueError, match=r"`selection` must be None, True, a "
+                                         r"VocabularySelectionHead config"):
+        build_selection_head(3, VOCAB)
+    with pytest.raises(ValueError, match=r"Unknown selection head 'ReWEHead'\. "
+                                         r"Received: selection="):
+        build_selection_head({"class_name": "ReWEHead"}, VOCAB)
+    head = build_selection_head({"class_name": "VocabularySelectionHead",
+                                 "config": {"pooling": "state_max"}}, VOCAB)
+    assert (head.vocabulary_size, head.pooling) == (VOCAB, "state_max")

@@ -26,7 +26,7 @@ from tf_outheads.api_export import export
 from tf_outheads.layers.heads import target_embedding_argument
 from tf_outheads.losses.rewe import PAPER_REWE_WEIGHT
 from tf_outheads.losses.rewe import ReWELoss
-from tf_outheads.validation import positive_int
+from tf_outheads.validation import positive_int, spec_class_and_config
 
 TARGETS = ("input_embedding", "pretrained")
 PREDICTIONS = ("regression", "predicted_word")
@@ -314,18 +314,8 @@ def build_rewe_head(spec, vocabulary_size, target_embedding, dtype=None):
                 "or spec dict, so the model can pass its own embedding. "
                 f"Received: rewe={spec!r}")
         return spec
-    if spec is True:
-        spec = {}
-    if not isinstance(spec, dict):
-        raise ValueError("`rewe` must be None, True, a ReWEHead config or spec dict, or a "
-                         f"ReWEHead. Received: rewe={spec!r}")
-    cls, config = ReWEHead, dict(spec)
-    if "class_name" in spec:
-        cls = keras.saving.get_registered_object(spec["class_name"]) or (
-            ReWEHead if spec["class_name"] in ("ReWEHead", "rewe") else None)
-        if cls is None or not issubclass(cls, ReWEHead):
-            raise ValueError(f"Unknown ReWE head {spec['class_name']!r}. Received: rewe={spec!r}")
-        config = dict(spec.get("config", {}))
+    cls, config = spec_class_and_config(spec, ReWEHead, ("ReWEHead", "rewe"), "rewe",
+                                        "ReWE head")
     config.setdefault("embedding_dim", target_embedding.output_dim)
     config["embedding"] = target_embedding
     config["vocabulary_size"] = vocabulary_size

@@ -29,7 +29,7 @@ from keras import ops
 
 from tf_outheads.api_export import export
 from tf_outheads.losses.bag_of_words import DEFAULT_SELECTION_WEIGHT, BagOfWordsLoss
-from tf_outheads.validation import positive_int
+from tf_outheads.validation import positive_int, spec_class_and_config
 
 POOLINGS = ("logit_max", "state_max")
 # The logit of a padded source position before the max (finite: no NaN in gradients).
@@ -148,19 +148,9 @@ def build_selection_head(spec, vocabulary_size, dtype=None):
             raise ValueError(f"`selection` must be a VocabularySelectionHead of the target "
                              f"vocabulary ({vocabulary_size} pieces). Received: selection={spec!r}")
         return spec
-    if spec is True:
-        spec = {}
-    if not isinstance(spec, dict):
-        raise ValueError("`selection` must be None, True, a VocabularySelectionHead config or "
-                         f"spec dict, or a VocabularySelectionHead. Received: selection={spec!r}")
-    cls, config = VocabularySelectionHead, dict(spec)
-    if "class_name" in spec:
-        cls = keras.saving.get_registered_object(spec["class_name"]) or (
-            VocabularySelectionHead if spec["class_name"] == "VocabularySelectionHead" else None)
-        if cls is None or not issubclass(cls, VocabularySelectionHead):
-            raise ValueError(f"Unknown selection head {spec['class_name']!r}. "
-                             f"Received: selection={spec!r}")
-        config = dict(spec.get("config", {}))
+    cls, config = spec_class_and_config(spec, VocabularySelectionHead,
+                                        ("VocabularySelectionHead",), "selection",
+                                        "selection head")
     unknown = sorted(set(config) - {"pooling", "block_gradient", "name"})
     if unknown:
         raise ValueError(f"Unknown selection head options {unknown}: it takes `pooling` "
