@@ -3,6 +3,7 @@ failed or locked run said in one line, and its training ended with it when the s
 stopped (SIGTERM, SIGINT) or killed (kill -9). Fake `train` commands (small Python
 scripts) stand in for the trainings: each test takes seconds."""
 
+import json
 import os
 import signal
 import subprocess
@@ -128,6 +129,42 @@ def test_a_run_directory_another_process_trains_in_is_one_line(tmp_path, fake_tr
     assert str(error.value).startswith(
         f"arm a seed 1: {run_dir} is in use by another process (pid {os.getpid()}; lock ")
     assert "run the same command again" in str(error.value) and started == []
+
+
+def test_a_study_goes_on_from_its_records_where_its_runs_are_gone(tmp_path, fake_train,
+                                                                  monkeypatch):
+    """A fresh machine has the committed records, not the runs: a complete record of the
+    study's settings comes back as a finished run (nothing trains), with the seed plan;
+    a record without forced-decoding scores, or of other settings, trains again."""
+    study, records, runs = _study(), tmp_path / "records", tmp_path / "runs"
+
+    def record(arm, seed, scored=True, **changed):
+        directory = records / arm / f"s{seed}"
+        directory.mkdir(parents=True)
+        settings = {**runner.run_settings(study, arm, seed), **changed}
+        (directory / runner.SETTINGS_FILE).write_text(json.dumps(settings))
+        (directory / "results.json").write_text('{"steps": 4}')
+        (directory / "dev.hyp").write_text(f"{arm} {seed}\n")
+        if scored:
+            (directory / runner.CROSS_ENTROPY_FILE).write_text("{}")
+
+    record("a", 1)
+    record("b", 1)
+    record("a", 2, scored=False)  # recorded before forced scoring
+    record("b", 2, budget={"steps": 9})  # another budget
+    (records / runner.PLAN_FILE).write_text(json.dumps(
+        {"seeds": {"a": [1, 2], "b": [1, 2]}, "started": "at first", "added": []}))
+    monkeypatch.setattr(runner, "record_run", lambda *args, **kwargs: None)
+    started, messages = fake_train(FINISHES), []
+    runner.run_study("toy", str(runs), study=study, log=messages.append,
+                     records_dir=str(records))
+    assert sorted(started) == [str(runs / "a" / "s2"), str(runs / "b" / "s2")]
+    assert (runs / "b" / "s1" / "dev.hyp").read_text() == "b 1\n"
+    assert json.loads((runs / runner.PLAN_FILE).read_text())["started"] == "at first"
+    text = "\n".join(messages)
+    assert "2 finished run(s) restored from their records" in text
+    assert f"{records / 'b' / 's2'}: not restored ({records / 'b' / 's2'} was trained " in text
+    assert not list(runs.glob("*/*.tmp"))
 
 
 def _when_started(run_dir, action, deadline=20.0):

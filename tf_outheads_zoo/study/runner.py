@@ -273,6 +273,47 @@ def record_run(run_dir, runs_dir, records_dir, log=print):
     return target
 
 
+def restore_records(runs_dir, records_dir, study, order, log=print):
+    """A study resumes from its records where its run directories are gone (a fresh
+    machine, a cleaned disk): each `(arm, seed)` of `order` without a run directory whose
+    record (`records_dir/<arm>/s<seed>`) is complete — finished, scored by forced decoding
+    (`score_run`), every extra decoding of its arm — and of the study's settings
+    (`run_settings`) and model (`check_run_model`) is copied back as a finished run; the
+    seed plan too, where `runs_dir` has none. A record of other settings, or one from
+    before forced scoring, is left alone (its run trains, and its record is replaced).
+    Returns the runs restored."""
+    from tf_outheads_zoo.schema import ConfigError
+
+    plan = os.path.join(records_dir, PLAN_FILE)
+    if os.path.exists(plan) and not os.path.exists(os.path.join(runs_dir, PLAN_FILE)):
+        os.makedirs(runs_dir, exist_ok=True)
+        shutil.copyfile(plan, os.path.join(runs_dir, PLAN_FILE))
+    restored = []
+    for arm, seed in order:
+        run_dir, record = arm_run_dir(runs_dir, arm, seed), arm_run_dir(records_dir, arm, seed)
+        needed = ["results.json", SETTINGS_FILE, CROSS_ENTROPY_FILE] + [
+            f"{split}.{suffix}.hyp" for suffix, _ in study.arms[arm].decodings
+            for split in ("dev", "test")]
+        if os.path.exists(run_dir) or not all(
+                os.path.exists(os.path.join(record, name)) for name in needed):
+            continue
+        try:
+            check_run_settings(record, run_settings(study, arm, seed))
+            check_run_model(record, study.arms[arm])
+        except ConfigError as error:
+            log(f"[study] {record}: not restored ({error})")
+            continue
+        os.makedirs(run_dir + ".tmp", exist_ok=True)
+        for name in os.listdir(record):
+            shutil.copyfile(os.path.join(record, name), os.path.join(run_dir + ".tmp", name))
+        os.replace(run_dir + ".tmp", run_dir)
+        restored.append((arm, seed))
+    if restored:
+        log(f"[study] {len(restored)} finished run(s) restored from their records in "
+            f"{records_dir}: " + ", ".join(f"{arm} seed {seed}" for arm, seed in restored))
+    return restored
+
+
 def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
     """Records every finished run `runs_dir/<arm>/s<seed>` (`record_run`) of one study;
     returns their count."""
@@ -336,7 +377,8 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
     or started run against the study (`check_run_settings`): a wrong or changed setting
     is refused before anything trains. One line per run says its arm, seed, steps of the
     budget, its time and the study's ETA. With `records_dir`, each finished run is
-    recorded there (`record_run`). SIGTERM or SIGINT stops the study after the running
+    recorded there (`record_run`), and a run whose directory is gone is first restored
+    from its record (`restore_records`: a study goes on on a fresh machine). SIGTERM or SIGINT stops the study after the running
     training has written its backup (`process.stop_on_signals`): a `TrainingPreempted`
     naming the run (`tf-outheads` prints it as one `stopped: ...` line).
     """
@@ -362,6 +404,8 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
         run_dir = arm_run_dir(runs_dir, arm, seed)
         check_run_settings(run_dir, run_settings(study, arm, seed))
         check_run_model(run_dir, study.arms[arm])
+    if records_dir:
+        restore_records(runs_dir, records_dir, study, order, log=log)
     _record_seed_plan(runs_dir, arm_seeds, log)
     todo = [(arm, seed) for arm, seed in order if not os.path.exists(
         os.path.join(arm_run_dir(runs_dir, arm, seed), "results.json"))]
