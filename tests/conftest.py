@@ -10,8 +10,9 @@ BIBLE_CORPUS_PATH = (
 
 
 _DOCS_DIRECTORIES = ("tutorials", "benchmarks")
-# Directories whose session fixtures are costly: their tests share one worker under xdist.
-_SHARED_SESSION_DIRECTORIES = ("export",)
+# Session fixtures that are costly (tests/export's: SavedModel exports of every head):
+# the tests that use them share one worker under xdist.
+_SHARED_SESSION_FIXTURES = {"export_of", "exports"}
 _ROOT = pathlib.Path(__file__).resolve().parent
 
 
@@ -22,12 +23,16 @@ def _parts(item):
 def pytest_itemcollected(item):
     """Every test gets an `xdist_group`, for README's test command (`pytest -n 2`, with
     `--dist loadgroup` from setup.cfg): a file's tests run in one worker process, so
-    its module fixtures (a trained run, a tokenizer) are built once; so do all of
-    tests/export, whose session fixtures export three SavedModels and start a
-    server-like loader (~60 s). Set here, as each test is collected: xdist reads the
+    its module fixtures (a trained run, a tokenizer) are built once; so do all the
+    tests that use tests/export's exports (`_SHARED_SESSION_FIXTURES`: SavedModels of
+    every head, ~60 s), whichever file they are in. The other files of tests/export
+    (the CTranslate2 export, the int8 copies: models of their own) are groups of their
+    own, so that the two workers share them (in one group they were half of the fast
+    suite's time on one worker). Set here, as each test is collected: xdist reads the
     groups in its own `pytest_collection_modifyitems`, which may run before ours."""
     parts = _parts(item)
-    group = parts[0] if parts and parts[0] in _SHARED_SESSION_DIRECTORIES else "/".join(parts)
+    shared = _SHARED_SESSION_FIXTURES & set(getattr(item, "fixturenames", ()))
+    group = "export-session" if shared else "/".join(parts)
     item.add_marker(pytest.mark.xdist_group(group))
 
 

@@ -109,3 +109,28 @@ def test_a_reloaded_saved_model_decodes_over_the_same_candidates(bible_tokenizer
     check_saved_model_agrees(nvs_model(bible_tokenizer.vocab_size, "joint"),
                              NeuralSelection(threshold=0.5, bucket=16), bible_tokenizer,
                              bible_slice.sources[900:906] + [""], str(tmp_path / "1"))
+
+
+def test_the_recall_table_of_tf_outheads_shortlist_grows_with_looser_thresholds(
+        bible_tokenizer, bible_slice):
+    """`tf-outheads shortlist --method neural`'s table (`neural_selection_recall`): per
+    threshold, the share of the reference pieces among their batch's candidates and the
+    candidates' mean count; a looser threshold selects a superset, so both grow, and a
+    threshold below every probability selects the whole vocabulary."""
+    from tf_outheads_zoo.shortlists import THRESHOLDS, neural_selection_recall
+
+    model = nvs_model(bible_tokenizer.vocab_size, "tied")
+    sources, targets = bible_slice.sources[:40], bible_slice.targets[:40]
+    table = neural_selection_recall(model, bible_tokenizer, bible_tokenizer, sources,
+                                    targets, bucket=8, batch_size=16)
+    assert list(table) == list(THRESHOLDS)
+    recalls = [table[t]["recall"] for t in THRESHOLDS]
+    sizes = [table[t]["candidates"] for t in THRESHOLDS]
+    assert recalls == sorted(recalls) and sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    assert {(r["batches"], r["vocabulary"]) for r in table.values()} == {
+        (3, bible_tokenizer.vocab_size)}
+    everything = neural_selection_recall(model, bible_tokenizer, bible_tokenizer, sources,
+                                         targets, thresholds=(1e-30,), bucket=8,
+                                         batch_size=16)[1e-30]
+    assert everything["recall"] == 1.0
+    assert everything["candidates"] == bible_tokenizer.vocab_size

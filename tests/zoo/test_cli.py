@@ -682,6 +682,95 @@ def test_study_decodings_become_translate_flags():
         5, -2.0, True, False)
 
 
+def test_a_child_run_inherits_its_parents_files_weights_and_optimizer(trained_run,
+                                                                     tmp_path):
+    """`train --init-from R --init-optimizer`'s parts (tf_outheads_zoo.init_from), on the
+    trained run, without training the child (its CLI trainings, every head, a vocabulary
+    update and a moved parent are test_init_from.py's slow tests): the child's copies
+    and record, written once; the parent's weights in a model of the same settings; its
+    Adam moments and step count."""
+    import keras
+    import numpy as np
+
+    from tf_outheads.training.translation import compile_for_translation
+    from tf_outheads_zoo import init_from
+    from tf_outheads_zoo.components import training_loss
+    from tf_outheads_zoo.runs import load_run
+
+    child, messages = str(tmp_path / "child"), []
+    record = init_from.inherit(trained_run, child, log=messages.append)
+    assert (record["run_dir"], record["preset"], record["steps"]) == (
+        trained_run, "lstm-tiny", 12)
+    assert sorted(record["inherited"]) == sorted(
+        ["model.keras → init_model.keras", "tokenizer.json", "spm_joint.model",
+         "spm_joint.vocab"])
+    assert messages == [f"[init] from {trained_run} (lstm-tiny, 12 steps): "
+                        + ", ".join(record["inherited"])]
+    assert init_from.inherit(trained_run, child, log=messages.append) == record  # a resume
+    assert len(messages) == 1
+    assert open(os.path.join(child, "tokenizer.json")).read() == open(
+        os.path.join(trained_run, "tokenizer.json")).read()
+    assert init_from.piece_maps(child, None, None) == (None, None)  # the parent's pieces
+
+    parent, *_, config = load_run(trained_run)
+    model = load_run(trained_run)[0]
+    for variable in model.weights:
+        variable.assign(np.zeros(variable.shape, variable.dtype))
+    report = init_from.load_parent_weights(model, child, config)
+    assert report["tables"] == {"source_embedding": 400, "target_embedding": 400,
+                                "head/bias": 400}
+    for mine, theirs in zip(model.weights, parent.weights):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(mine),
+                                      keras.ops.convert_to_numpy(theirs))
+    compile_for_translation(model, optimizer="adam", **training_loss(config.train))
+    assert init_from.restore_optimizer(model, trained_run) == 12
+    assert int(model.optimizer.iterations.numpy()) == 12
+    moments = [v for v in model.optimizer.variables if "momentum" in v.path]
+    assert moments and all(np.abs(keras.ops.convert_to_numpy(v)).sum() > 0 for v in moments)
+
+
+def test_a_run_shortlist_is_built_stored_measured_and_checked(trained_run, tmp_path):
+    """The shortlist command's parts without eflomal or translations (the command end to
+    end, aligned by eflomal, is the slow test below): built from the run's training
+    pairs in its pieces, stored in the run, measured on dev, and checked when loaded."""
+    import shutil
+
+    import numpy as np
+
+    from tf_outheads import data as tfo_data
+    from tf_outheads_zoo import shortlists
+
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(trained_run, run_dir)
+    with pytest.raises(FileNotFoundError, match=r"no shortlist \(build one: tf-outheads "
+                                                 r"shortlist --run-dir"):
+        shortlists.load_run_shortlist(run_dir)
+    with pytest.raises(ValueError, match=r"`aligner` must be 'eflomal', 'co-occurrence' or "
+                                         r"None. Received: aligner='giza'"):
+        shortlists.build_run_shortlist(run_dir, aligner="giza")
+    messages = []
+    built = shortlists.build_run_shortlist(run_dir, top_k=1, frequent=5, bucket=8,
+                                           aligner="co-occurrence", log=messages.append)
+    assert re.match(r"\[shortlist\] [\d,]+ training pairs aligned by co-occurrence: top 1 "
+                    r"target pieces per source piece \+ the 5 most frequent → .*shortlist.npz",
+                    messages[-1])
+    loaded = shortlists.load_run_shortlist(run_dir)  # RUN/shortlist.npz
+    source_tokenizer, target_tokenizer = tfo_data.load_tokenizers(run_dir)
+    batch = np.array([[5, 9, 3], [17, 3, 0]], dtype="int32")
+    assert np.array_equal(loaded.candidates(batch), built.candidates(batch))
+    narrow = shortlists.report_dev_recall(run_dir, loaded, log=messages.append)
+    assert re.match(r"\[shortlist\] dev: [\d.]+% of the reference pieces among their "
+                    r"batch's candidates; \d+ candidates of 400 pieces per batch of \d+ "
+                    r"\(\d+ batches\)", messages[-1])
+    assert 0 < narrow["recall"] < 1 and 5 < narrow["candidates"] < 400
+    # Every piece frequent: every reference piece among the candidates.
+    full = shortlists.build_run_shortlist(run_dir, top_k=1, frequent=400,
+                                          aligner="co-occurrence", log=messages.append)
+    recall = shortlists.shortlist_recall(full, source_tokenizer, target_tokenizer,
+                                         ["Y dijo Dios: Sea la luz."], ["And God said."])
+    assert recall == {"recall": 1.0, "candidates": 400.0, "vocabulary": 400, "batches": 1}
+
+
 @pytest.mark.slow  # a CLI shortlist build and translations (~40 s)
 def test_shortlist_command_builds_reports_and_translate_decodes_with_it(trained_run, tmp_path,
                                                                         capsys):
