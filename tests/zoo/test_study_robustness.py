@@ -152,6 +152,8 @@ def test_a_study_goes_on_from_its_records_where_its_runs_are_gone(tmp_path, fake
     record("b", 1)
     record("a", 2, scored=False)  # recorded before forced scoring
     record("b", 2, budget={"steps": 9})  # another budget
+    (runs / "a" / "s1.tmp").mkdir(parents=True)  # what an interrupted restore left
+    (runs / "a" / "s1.tmp" / "stale").write_text("")
     (records / runner.PLAN_FILE).write_text(json.dumps(
         {"seeds": {"a": [1, 2], "b": [1, 2]}, "started": "at first", "added": []}))
     monkeypatch.setattr(runner, "record_run", lambda *args, **kwargs: None)
@@ -160,6 +162,7 @@ def test_a_study_goes_on_from_its_records_where_its_runs_are_gone(tmp_path, fake
                      records_dir=str(records))
     assert sorted(started) == [str(runs / "a" / "s2"), str(runs / "b" / "s2")]
     assert (runs / "b" / "s1" / "dev.hyp").read_text() == "b 1\n"
+    assert not (runs / "a" / "s1" / "stale").exists()
     assert json.loads((runs / runner.PLAN_FILE).read_text())["started"] == "at first"
     text = "\n".join(messages)
     assert "2 finished run(s) restored from their records" in text

@@ -303,9 +303,8 @@ def restore_records(runs_dir, records_dir, study, order, log=print):
         except ConfigError as error:
             log(f"[study] {record}: not restored ({error})")
             continue
-        os.makedirs(run_dir + ".tmp", exist_ok=True)
-        for name in os.listdir(record):
-            shutil.copyfile(os.path.join(record, name), os.path.join(run_dir + ".tmp", name))
+        shutil.rmtree(run_dir + ".tmp", ignore_errors=True)  # an interrupted restore's
+        shutil.copytree(record, run_dir + ".tmp")
         os.replace(run_dir + ".tmp", run_dir)
         restored.append((arm, seed))
     if restored:
@@ -378,9 +377,10 @@ def run_study(name, runs_dir=None, arms=None, seeds=None, steps=None, log=print,
     is refused before anything trains. One line per run says its arm, seed, steps of the
     budget, its time and the study's ETA. With `records_dir`, each finished run is
     recorded there (`record_run`), and a run whose directory is gone is first restored
-    from its record (`restore_records`: a study goes on on a fresh machine). SIGTERM or SIGINT stops the study after the running
-    training has written its backup (`process.stop_on_signals`): a `TrainingPreempted`
-    naming the run (`tf-outheads` prints it as one `stopped: ...` line).
+    from its record (`restore_records`: a study goes on on a fresh machine). SIGTERM or
+    SIGINT stops the study after the running training has written its backup
+    (`process.stop_on_signals`): a `TrainingPreempted` naming the run (`tf-outheads`
+    prints it as one `stopped: ...` line).
     """
     import time
 
