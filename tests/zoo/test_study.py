@@ -12,6 +12,7 @@ import pytest
 from tests.corpus import write_corpus_slice
 from tf_outheads_zoo import study as study_module
 from tf_outheads_zoo.study import Arm, Claim, Study
+from tf_outheads_zoo.study import runner as runner_module
 from tf_outheads_zoo.study import runner
 
 
@@ -426,6 +427,19 @@ def test_an_unfinished_run_is_not_recorded(tmp_path):
     with pytest.raises(FileNotFoundError, match="has not finished"):
         study_module.record_run(str(run_dir), str(tmp_path / "runs"), str(tmp_path / "rec"))
     assert study_module.collect_records(str(tmp_path / "runs"), str(tmp_path / "rec")) == 0
+
+
+def test_what_an_interrupted_restore_left_is_not_recorded(tmp_path, monkeypatch):
+    """`s1.tmp` (a restore cut short) holds a `results.json` but is not a run."""
+    for name in ("s1", "s1.tmp"):
+        run_dir = tmp_path / "runs" / "tied" / name
+        run_dir.mkdir(parents=True)
+        (run_dir / "results.json").write_text("{}")
+    recorded = []
+    monkeypatch.setattr(runner_module, "record_run",
+                        lambda run_dir, *args, **kwargs: recorded.append(run_dir))
+    assert study_module.collect_records(str(tmp_path / "runs"), str(tmp_path / "rec")) == 1
+    assert recorded == [str(tmp_path / "runs" / "tied" / "s1")]
 
 
 def test_the_records_directory_is_not_git_ignored():

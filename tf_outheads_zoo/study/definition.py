@@ -117,6 +117,12 @@ def arm_run_dir(runs_dir, arm_name, seed):
     return os.path.join(runs_dir, arm_name, f"s{seed}")
 
 
+def seed_of(entry):
+    """The seed of a run directory's name `s<seed>` (`arm_run_dir`), else None: `s1234.tmp`
+    (an interrupted restore) and `backup` are not runs."""
+    return int(entry[1:]) if entry.startswith("s") and entry[1:].lstrip("-").isdigit() else None
+
+
 def finished_runs(runs_dir, study, arm_name):
     """`{seed: run_dir}` of the finished runs (a `results.json`) of one arm under
     `runs_dir`, each checked against the study's settings (`check_run_settings`)."""
@@ -126,9 +132,8 @@ def finished_runs(runs_dir, study, arm_name):
         return found
     for entry in sorted(os.listdir(parent)):
         run_dir = os.path.join(parent, entry)
-        if (entry.startswith("s") and entry[1:].lstrip("-").isdigit()
-                and os.path.exists(os.path.join(run_dir, "results.json"))):
-            seed = int(entry[1:])
+        seed = seed_of(entry)
+        if seed is not None and os.path.exists(os.path.join(run_dir, "results.json")):
             check_run_settings(run_dir, run_settings(study, arm_name, seed))
             found[seed] = run_dir
     return dict(sorted(found.items()))

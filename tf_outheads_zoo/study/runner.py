@@ -11,7 +11,7 @@ import sys
 from tf_outheads_zoo.study.definition import (
     CROSS_ENTROPY_FILE, DEFAULT_RUNS_DIR, PLAN_FILE, RECORDS_DIR, RESERVED_NAMES, SETTINGS_FILE,
     TOKENIZER_SEED, arm_run_dir, budget_name, check_run_model, check_run_settings, run_settings,
-    short_hash, study_seeds, write_run_settings)
+    seed_of, short_hash, study_seeds, write_run_settings)
 from tf_outheads_zoo.study.file import get_study
 from tf_outheads_zoo.study.process import (Interrupted, check_not_in_use, run_child,
                                            stop_on_signals)
@@ -323,7 +323,8 @@ def collect_records(runs_dir, records_dir=RECORDS_DIR, log=print):
             continue
         for entry in sorted(os.listdir(arm_dir)):
             run_dir = os.path.join(arm_dir, entry)
-            if entry.startswith("s") and os.path.exists(os.path.join(run_dir, "results.json")):
+            if (seed_of(entry) is not None
+                    and os.path.exists(os.path.join(run_dir, "results.json"))):
                 record_run(run_dir, runs_dir, records_dir, log=log)
                 count += 1
     return count
