@@ -78,6 +78,28 @@ def test_cudnn_lstm_is_keras_own_path_or_none_without_a_gpu():
                                    rtol=1e-4, atol=1e-5)
 
 
+def test_quantizing_dense_layers_collects_garbage_once(monkeypatch):
+    """Keras collects once per deleted kernel (if this stops, `one_garbage_collection`
+    is no longer needed); inside the block the layers quantize the same, one collection."""
+    import gc
+
+    calls = []
+    real = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append(args) or real())
+    layers = [keras.layers.Dense(4) for _ in range(3)]
+    for layer in layers:
+        layer.build((None, 4))
+    layers[0].quantize("int8")
+    assert len(calls) >= 1
+    calls.clear()
+    with compat.one_garbage_collection():
+        for layer in layers[1:]:
+            layer.quantize("int8")
+        assert calls == []
+    assert len(calls) == 1 and gc.collect is not real
+    assert all(layer.quantization_mode == "int8" for layer in layers)
+
+
 def test_no_other_module_reaches_into_keras_internals():
     found = subprocess.run(
         ["git", "grep", "-n", r"keras\.src\|_symbolic_build\|_aggregate_additional_loss"

@@ -36,12 +36,15 @@ ones `setup.cfg` pins (Keras 3.15).
   sampled softmax's candidate set).
 """
 
+import contextlib
+import gc
+
 import tensorflow as tf
 from keras.src.backend import set_keras_mask as _set_keras_mask
 from tensorflow.python.ops import control_flow_util as _control_flow_util
 
 __all__ = ["FirstReplicaBuild", "cudnn_lstm", "has_compiled_metrics", "in_xla_context",
-           "loss_tracker", "set_keras_mask", "symbolic_build"]
+           "loss_tracker", "one_garbage_collection", "set_keras_mask", "symbolic_build"]
 
 
 def cudnn_lstm(inputs, hidden, cell, kernel, recurrent_kernel, bias):
@@ -88,6 +91,21 @@ def symbolic_build(model, data_batch):
     What `model.fit` does before its first step under a strategy; no step runs.
     """
     model._symbolic_build(data_batch=data_batch)
+
+
+@contextlib.contextmanager
+def one_garbage_collection():
+    """Within the block, `gc.collect()` (which Keras' `Layer.__delattr__` calls once per
+    deleted variable) only counts its calls; on leaving, one collection runs if any
+    was asked for. Not for blocks that run beside other threads' collections."""
+    collect, asked = gc.collect, []
+    gc.collect = lambda generation=2: asked.append(generation) or 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        if asked:
+            gc.collect()
 
 
 class FirstReplicaBuild:

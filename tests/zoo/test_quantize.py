@@ -48,7 +48,7 @@ def source_batch():
     return np.random.default_rng(0).integers(4, SOURCE_VOCAB, (4, 5)).astype("int32")
 
 
-# The Transformer keeps one head, tied, in the fast suite (~11 s a case); the others run
+# The Transformer keeps one head, tied, in the fast suite; the others run
 # in the slow set.
 @pytest.mark.parametrize("head, model_type", [
     pytest.param(head, model_type, id=f"{head}-{model_type.__name__}",
@@ -106,7 +106,7 @@ def test_quantizing_says_what_it_takes():
         quantized_copy(model)
 
 
-@pytest.mark.slow  # a Transformer quantized twice (~12 s)
+@pytest.mark.slow  # two Transformers built and stepped
 def test_weight_only_int8_multiplies_in_float():
     model = make_model(TransformerSeq2Seq, "joint")
     copy = make_model(TransformerSeq2Seq, "joint")

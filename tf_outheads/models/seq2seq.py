@@ -36,7 +36,8 @@ import contextlib
 import keras
 from keras import ops
 
-from tf_outheads.compat import FirstReplicaBuild, has_compiled_metrics, in_xla_context, loss_tracker
+from tf_outheads.compat import (FirstReplicaBuild, has_compiled_metrics, in_xla_context,
+                                loss_tracker, one_garbage_collection)
 from tf_outheads.layers.heads import build_head, head_to_spec
 from tf_outheads.layers.rewe_head import build_rewe_head, rewe_to_spec
 from tf_outheads.layers.selection_head import build_selection_head, selection_to_spec
@@ -397,9 +398,10 @@ class Seq2SeqModel(ObjectiveHooks, keras.Model):
                        else "dynamic")
         auxiliary = {id(layer) for head in self.auxiliary_heads().values()
                      for layer in head._flatten_layers()}
-        for layer in self._flatten_layers():
-            if isinstance(layer, keras.layers.Dense) and id(layer) not in auxiliary:
-                layer.quantize(mode, config=config)
+        with one_garbage_collection():  # not one per Dense kernel (compat's module doc)
+            for layer in self._flatten_layers():
+                if isinstance(layer, keras.layers.Dense) and id(layer) not in auxiliary:
+                    layer.quantize(mode, config=config)
         if hasattr(self.head, "quantize_inference"):
             self.head.quantize_inference(mode, activations=activations)
         self.quantize_backbone(mode, activations)
