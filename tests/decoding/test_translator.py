@@ -23,8 +23,8 @@ def test_output_order_matches_input_order(model, bible_tokenizer, bible_slice):
     sources = bible_slice.sources[:7]
     batched = Translator(model, bible_tokenizer, bible_tokenizer, batch_size=3,
                          max_length_offset=2).translate(sources)
-    one_by_one = [Translator(model, bible_tokenizer, bible_tokenizer,
-                             max_length_offset=2).translate([s])[0] for s in sources]
+    single = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=2)
+    one_by_one = [single.translate([s])[0] for s in sources]  # one call per source
     assert len(batched) == 7
     assert batched == one_by_one
 
