@@ -19,7 +19,7 @@ BIBLE_CORPUS_PATH = (
 _DOCS_DIRECTORIES = ("tutorials", "benchmarks")
 # Session fixtures that are costly (tests/export's: SavedModel exports of every head):
 # the tests that use them share one worker under xdist.
-_SHARED_SESSION_FIXTURES = {"export_of", "exports"}
+_SHARED_SESSION_FIXTURES = {"export_of"}
 _ROOT = pathlib.Path(__file__).resolve().parent
 
 

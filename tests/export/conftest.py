@@ -116,12 +116,6 @@ def export_of(tiny_models, tokenizer, tmp_path_factory, request):
     return export
 
 
-@pytest.fixture(scope="session")
-def exports(export_of):
-    """name → SavedModel path: the three heads (greedy default) and the <unk> model."""
-    return {name: export_of(name) for name in (*HEADS, "unk")}
-
-
 def encode(texts):
     return [base64.b64encode(text if isinstance(text, bytes) else text.encode("utf-8"))
             .decode("ascii") for text in texts]

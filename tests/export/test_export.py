@@ -50,15 +50,44 @@ def long_text(spanish_test_verses):
     return " ".join(spanish_test_verses * 500)
 
 
+def _head_calls(server, name, verses):
+    """Greedy, beam and n-best calls of one head's export → `{(name, kind): index}`."""
+    return {(name, "greedy"): server.call(name, verses),
+            (name, "beam"): server.call(name, verses, beam_size=BEAM),
+            (name, "nbest"): server.call(name, verses, beam_size=BEAM, num_hypotheses=3)}
+
+
+# The fast suite serves the tied head (and the <unk> model); the joint and vMF exports
+# answer their greedy, beam and n-best calls in the slow set (`served_heads`: loading
+# their graphs and their first calls cost ~25 s of the fast suite), where
+# tests/export/test_three_hosts.py also runs every other feature on them.
+OTHER_HEADS = [name for name in HEADS if name != "tied"]
+HEAD_PARAMS = [pytest.param(name, marks=pytest.mark.slow if name in OTHER_HEADS else ())
+               for name in HEADS]
+
+
+def _answers(served, request, name):
+    return (served if name == "tied" else request.getfixturevalue("served_heads"))[0]
+
+
 @pytest.fixture(scope="module")
-def served(exports, spanish_test_verses, english_test_verses, long_text):
-    """Every call of this module, answered by one process without tf_outheads."""
-    server = Server(exports)
+def served_heads(export_of, spanish_test_verses):
+    """The joint and vMF exports' greedy, beam and n-best answers, from one process
+    without tf_outheads."""
+    server = Server({name: export_of(name) for name in OTHER_HEADS})
     calls = {}
-    for name in HEADS:
-        calls[name, "greedy"] = server.call(name, spanish_test_verses)
-        calls[name, "beam"] = server.call(name, spanish_test_verses, beam_size=BEAM)
-        calls[name, "nbest"] = server.call(name, spanish_test_verses, beam_size=BEAM, num_hypotheses=3)
+    for name in OTHER_HEADS:
+        calls.update(_head_calls(server, name, spanish_test_verses))
+    response = server.run()
+    return {key: response["calls"][index] for key, index in calls.items()}, response
+
+
+@pytest.fixture(scope="module")
+def served(export_of, spanish_test_verses, english_test_verses, long_text):
+    """Every call of this module's fast tests, answered by one process without
+    tf_outheads."""
+    server = Server({name: export_of(name) for name in ("tied", "unk")})
+    calls = _head_calls(server, "tied", spanish_test_verses)
     widths = [1, BEAM] * (len(spanish_test_verses) // 2)
     calls["mixed"] = server.call("tied", spanish_test_verses, beam_size=widths,
                                  num_hypotheses=[1, 2] * (len(spanish_test_verses) // 2))
@@ -127,10 +156,10 @@ def test_reloaded_without_tf_outheads(served):
     assert response["modules"] == []  # neither tf_outheads nor zoo was imported
 
 
-@pytest.mark.parametrize("name", list(HEADS))
-def test_greedy_and_beam_equal_the_translator(served, tiny_models, tokenizer, spanish_test_verses,
-                                              name):
-    results, _ = served
+@pytest.mark.parametrize("name", HEAD_PARAMS)
+def test_greedy_and_beam_equal_the_translator(served, request, tiny_models, tokenizer,
+                                              spanish_test_verses, name):
+    results = _answers(served, request, name)
     model = tiny_models[name]
     greedy = Translator(model, tokenizer, tokenizer).translate(spanish_test_verses)
     beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(spanish_test_verses)
@@ -141,9 +170,9 @@ def test_greedy_and_beam_equal_the_translator(served, tiny_models, tokenizer, sp
     assert results[name, "beam"]["beam_size"] == [BEAM] * len(spanish_test_verses)
 
 
-@pytest.mark.parametrize("name", list(HEADS))
-def test_n_best_lists_extend_the_best_hypothesis(served, name):
-    results, _ = served
+@pytest.mark.parametrize("name", HEAD_PARAMS)
+def test_n_best_lists_extend_the_best_hypothesis(served, request, name):
+    results = _answers(served, request, name)
     nbest, beam = results[name, "nbest"], results[name, "beam"]
     assert translations(nbest) == translations(beam)
     np.testing.assert_allclose(np.array(nbest["scores"])[:, 0], np.array(beam["scores"])[:, 0],
@@ -404,8 +433,10 @@ def test_unk_replacement_runs_in_the_graph(served, unk_model, tokenizer, spanish
     assert all(set(text.split()) == {UNK_MARK} for text in translations(results["unk off"]))
 
 
-def test_graph_needs_only_sentencepiece_ops_pinned_to_the_cpu(served):
-    _, response = served
+@pytest.mark.parametrize("fixture", ["served", pytest.param("served_heads",
+                                                             marks=pytest.mark.slow)])
+def test_graph_needs_only_sentencepiece_ops_pinned_to_the_cpu(request, fixture):
+    _, response = request.getfixturevalue(fixture)
     for name, graph in response["graph"].items():
         assert set(graph["unknown_ops"]) == TEXT_OPS, name
         for op, devices in graph["unknown_ops"].items():
@@ -414,9 +445,9 @@ def test_graph_needs_only_sentencepiece_ops_pinned_to_the_cpu(served):
             "CPU" in device.upper() for device in graph["resource_devices"]), name
 
 
-def test_saved_model_cli_lists_both_signatures(exports):
+def test_saved_model_cli_lists_both_signatures(export_of):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    result = subprocess.run([cli, "show", "--dir", exports["tied"], "--all"],
+    result = subprocess.run([cli, "show", "--dir", export_of("tied"), "--all"],
                             capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-2000:]
@@ -455,8 +486,8 @@ def test_a_request_over_the_piece_limit_is_refused_naming_it(served):
             in outputs["message"]), outputs["message"]
 
 
-def test_export_records_its_options(exports):
-    with open(os.path.join(exports["tied"], "assets.extra", "tf_outheads_export.json")) as f:
+def test_export_records_its_options(export_of):
+    with open(os.path.join(export_of("tied"), "assets.extra", "tf_outheads_export.json")) as f:
         config = json.load(f)
     assert config["beam_sizes"] == [1, BEAM]
     assert config["defaults"] == {"beam_size": 1, "length_penalty": 0.0, "num_hypotheses": 1,

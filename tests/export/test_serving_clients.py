@@ -81,11 +81,11 @@ def test_many_sources_go_in_requests_within_the_export_limit(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def rest_url(exports, tmp_path_factory):
+def rest_url(export_of, tmp_path_factory):
     """The REST stand-in serving the tied export on 127.0.0.1; stopped when the module's
     tests are done, however many of them ran (the fast suite runs one of the two)."""
     port_file = tmp_path_factory.mktemp("rest") / "port"
-    process, port = start_rest_emulator(exports["tied"], port_file)
+    process, port = start_rest_emulator(export_of("tied"), port_file)
     yield f"http://127.0.0.1:{port}/v1/models/translator"
     process.terminate()
     try:
