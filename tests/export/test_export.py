@@ -66,8 +66,9 @@ HEAD_PARAMS = [pytest.param(name, marks=pytest.mark.slow if name in OTHER_HEADS 
                for name in HEADS]
 
 
-def _answers(served, request, name):
-    return (served if name == "tied" else request.getfixturevalue("served_heads"))[0]
+def _answers(request, name):
+    """The answers of the server that holds `name`'s export (`served` or `served_heads`)."""
+    return request.getfixturevalue("served" if name == "tied" else "served_heads")[0]
 
 
 @pytest.fixture(scope="module")
@@ -157,9 +158,9 @@ def test_reloaded_without_tf_outheads(served):
 
 
 @pytest.mark.parametrize("name", HEAD_PARAMS)
-def test_greedy_and_beam_equal_the_translator(served, request, tiny_models, tokenizer,
+def test_greedy_and_beam_equal_the_translator(request, tiny_models, tokenizer,
                                               spanish_test_verses, name):
-    results = _answers(served, request, name)
+    results = _answers(request, name)
     model = tiny_models[name]
     greedy = Translator(model, tokenizer, tokenizer).translate(spanish_test_verses)
     beam = Translator(model, tokenizer, tokenizer, beam_size=BEAM).translate(spanish_test_verses)
@@ -171,8 +172,8 @@ def test_greedy_and_beam_equal_the_translator(served, request, tiny_models, toke
 
 
 @pytest.mark.parametrize("name", HEAD_PARAMS)
-def test_n_best_lists_extend_the_best_hypothesis(served, request, name):
-    results = _answers(served, request, name)
+def test_n_best_lists_extend_the_best_hypothesis(request, name):
+    results = _answers(request, name)
     nbest, beam = results[name, "nbest"], results[name, "beam"]
     assert translations(nbest) == translations(beam)
     np.testing.assert_allclose(np.array(nbest["scores"])[:, 0], np.array(beam["scores"])[:, 0],

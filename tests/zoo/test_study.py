@@ -12,7 +12,6 @@ import pytest
 from tests.corpus import write_corpus_slice
 from tf_outheads_zoo import study as study_module
 from tf_outheads_zoo.study import Arm, Claim, Study
-from tf_outheads_zoo.study import runner as runner_module
 from tf_outheads_zoo.study import runner
 
 
@@ -431,12 +430,12 @@ def test_an_unfinished_run_is_not_recorded(tmp_path):
 
 def test_what_an_interrupted_restore_left_is_not_recorded(tmp_path, monkeypatch):
     """`s1.tmp` (a restore cut short) holds a `results.json` but is not a run."""
-    for name in ("s1", "s1.tmp"):
+    for name in ("s1", "s1.tmp", "s--1"):
         run_dir = tmp_path / "runs" / "tied" / name
         run_dir.mkdir(parents=True)
         (run_dir / "results.json").write_text("{}")
     recorded = []
-    monkeypatch.setattr(runner_module, "record_run",
+    monkeypatch.setattr(runner, "record_run",
                         lambda run_dir, *args, **kwargs: recorded.append(run_dir))
     assert study_module.collect_records(str(tmp_path / "runs"), str(tmp_path / "rec")) == 1
     assert recorded == [str(tmp_path / "runs" / "tied" / "s1")]

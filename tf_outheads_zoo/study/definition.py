@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 
 # The built-in studies' runs: `DEFAULT_RUNS_DIR/<study>/<arm>/s<seed>`.
 DEFAULT_RUNS_DIR = os.path.join("runs", "study")
@@ -119,8 +120,9 @@ def arm_run_dir(runs_dir, arm_name, seed):
 
 def seed_of(entry):
     """The seed of a run directory's name `s<seed>` (`arm_run_dir`), else None: `s1234.tmp`
-    (an interrupted restore) and `backup` are not runs."""
-    return int(entry[1:]) if entry.startswith("s") and entry[1:].lstrip("-").isdigit() else None
+    (an interrupted restore), `s--3` and `backup` are not runs."""
+    match = re.fullmatch(r"s(-?[0-9]+)", entry)
+    return int(match.group(1)) if match else None
 
 
 def finished_runs(runs_dir, study, arm_name):
