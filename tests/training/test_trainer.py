@@ -340,25 +340,30 @@ class _SignalAt(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-@pytest.mark.slow  # ~10 s: in the slow set, for the fast suite's 10-minute budget
-def test_sigterm_backs_up_the_step_and_resumes_like_an_uninterrupted_run(tmp_path):
-    # Backups every 4 steps; SIGTERM after step 5 (mid-epoch 2): the trainer
-    # writes a backup of step 5 and raises, the handler is removed again; the
-    # resumed run starts at step 6 and ends with the weights and the epoch
+@pytest.mark.slow  # ~10 s each: in the slow set, for the fast suite's 10-minute budget
+@pytest.mark.parametrize("signal_step", [5, 6])
+def test_sigterm_backs_up_the_step_and_resumes_like_an_uninterrupted_run(tmp_path, signal_step):
+    # Backups every 4 steps; SIGTERM after step 5 (mid-epoch 2) or step 6 (epoch 2's
+    # last step, before its end was logged): the trainer writes a backup of that
+    # step and raises, the handler is removed again; the resumed run ends epoch 2
+    # (training its step 6 if not done) and ends with the weights and the epoch
     # losses of a run never interrupted (the resumed epoch's loss counts the
-    # steps before the signal too).
+    # steps before the signal too; no epoch's row is missing).
     previous = signal.getsignal(signal.SIGTERM)
     model = _model()
-    with pytest.raises(training.TrainingPreempted, match="after step 5; backup .*ckpt") as caught:
+    with pytest.raises(training.TrainingPreempted,
+                       match=f"after step {signal_step}; backup .*ckpt") as caught:
         training.fit(model, _dataset(BATCHES), epochs=3, steps_per_epoch=3, verbose=0,
-                     backup_dir=tmp_path, backup_every_n_steps=4, callbacks=[_SignalAt(5)])
-    assert caught.value.step == 5
+                     backup_dir=tmp_path, backup_every_n_steps=4,
+                     callbacks=[_SignalAt(signal_step)])
+    assert caught.value.step == signal_step
     assert signal.getsignal(signal.SIGTERM) is previous
-    assert [step for step, _ in BackupManager(tmp_path).checkpoints()][-1] == 5
+    assert [step for step, _ in BackupManager(tmp_path).checkpoints()][-1] == signal_step
     resumed = _model()
     history = training.fit(resumed, _dataset(BATCHES), epochs=3, steps_per_epoch=3, verbose=0,
                            backup_dir=tmp_path, backup_every_n_steps=4)
     assert int(resumed.optimizer.iterations.numpy()) == 9
+    assert history.epoch == [1, 2]
     reference = _model()
     expected = training.fit(reference, _dataset(BATCHES), epochs=3, steps_per_epoch=3,
                             verbose=0)

@@ -317,9 +317,14 @@ class Trainer:
                 callback_list.on_epoch_begin(epoch)
                 first = start_batch if epoch == start_epoch else 0
                 call.loss_sum, call.token_sum = resumed_epoch_loss if first else (0.0, 0.0)
+                step_before = call.step
                 position = self._train_epoch(call, epoch, first, steps_per_epoch, termination)
-                epoch_logs = {**self._metric_logs(), "loss": call.logs.get("loss", float("nan")),
-                              "step": call.step}
+                # The loss is the epoch's token-weighted mean, its steps before a resume
+                # included; the metrics count this process's steps only (none, NA in
+                # the history, when a resume found the epoch's steps all done).
+                epoch_logs = {**(self._metric_logs() if call.step > step_before else {}),
+                              "loss": call.loss_sum / call.token_sum if call.token_sum
+                              else float("nan"), "step": call.step}
                 if validation_data is not None:
                     model.reset_metrics()
                     val_loss = self.evaluate(validation_data)
@@ -359,9 +364,11 @@ class Trainer:
         if self.per_worker_data:
             self._restore_iterator(iterator, state["step"])
         start_epoch, start_batch, step = state["epoch"], state["batch"], state["step"]
-        if start_batch >= steps_per_epoch:  # resumed with shorter epochs
-            start_epoch, start_batch = start_epoch + 1, 0
-        elif start_batch > 0:
+        # A backup at batch >= steps_per_epoch (a signal after an epoch's last step, or
+        # a run resumed with shorter epochs) trains no more steps of its epoch but ends
+        # it: validation and the epoch's row in the history, which a run stopped before
+        # its epoch end never wrote.
+        if start_batch > 0:
             resumed_epoch_loss = tuple(state.get("epoch_loss") or (0.0, 0.0))
         self.skipped_steps = list(state.get("skipped_steps", []))
         if verbose:
@@ -387,7 +394,7 @@ class Trainer:
         backs up every `backup_every_n_steps` steps and stops (with a backup) when a
         signal arrived. Returns `(epoch, batch)` where a resumed run goes on."""
         model, callback_list = self.model, call.callback_list
-        position = (epoch, first)
+        position = (epoch, first) if first < steps_per_epoch else (epoch + 1, 0)
         batch = first
         while batch < steps_per_epoch:
             size = self._execution_size(call.step, steps_per_epoch - batch, call.callbacks)
@@ -417,7 +424,9 @@ class Trainer:
             position = (epoch, batch) if batch < steps_per_epoch else (epoch + 1, 0)
             if preempted:
                 if call.backed_up != call.step:
-                    self._backup(call, *position)
+                    # At (epoch, batch) even after the epoch's last step: the resumed
+                    # run ends this epoch (validation, history row) before the next.
+                    self._backup(call, epoch, batch)
                 latest = self.backups.checkpoints() if self.backups else []
                 raise TrainingPreempted(call.step, latest[-1][1] if latest else None,
                                         termination.received or signal.SIGTERM)
