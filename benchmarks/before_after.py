@@ -19,6 +19,13 @@ machine two runs of the *same* code differ by up to ~5 %. This script
 
     python benchmarks/before_after.py --before 43daf42 --rounds 5 -- --beams 1,4 --sentences 200
 
+Before the rounds, `graph_fingerprint.py` traces each version's Translator at the
+`--beams` given to decode.py and says whether the graphs are the same op for op: where
+they are, a pass differs only by the Python around the graph (under 1 % of it), so a
+timing ratio away from 1 is the machine. 2026-11-30: c947608 against efbdb5f traced the
+same graphs at beams 1 and 5, and 25 rounds gave 1.013 [0.978, 1.049] and 1.019 [0.997,
+1.042] for the Translator.
+
 With `--control DECODER` (e.g. `translator`, when a change leaves that path's code
 untouched), every other row also gets its per-round ratio divided by the control's
 ratio of the same round, whose processes ran both: what the machine did to that
@@ -133,6 +140,23 @@ def run_decode(tree, args, output):
         return json.load(f)
 
 
+def graph_fingerprints(tree, args):
+    """`graph_fingerprint.py` (this version's script) with `tree`'s library and decode.py:
+    `{beam: {function: [fingerprints]}}` of the graphs its `Translator` traces."""
+    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{tree / 'benchmarks'}",
+               TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, str(HERE / "graph_fingerprint.py"), *args]
+    result = subprocess.run(command, env=env, cwd=str(tree), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"before_after: {' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def same_graphs(before, after):
+    """`{beam: bool}`: whether both versions traced the same graphs at that beam width."""
+    return {beam: before.get(beam) == after.get(beam) for beam in sorted(set(before) | set(after))}
+
+
 def medians(record):
     """`{(decoder, beam_size): median seconds of a pass}` of a decode.py record."""
     return {(row["decoder"], row["beam_size"]): row["seconds"]["median"]
@@ -164,6 +188,11 @@ def main(argv=None):
                  "after": worktree(args.after, root, "after")}
         for tree in trees.values():
             check_imports_from(tree)
+        graphs = {side: graph_fingerprints(tree, decode_args) for side, tree in trees.items()}
+        identical = same_graphs(graphs["before"], graphs["after"])
+        print("decode graphs before and after: " + ", ".join(
+            f"beam {beam} {'identical' if same else 'different'}"
+            for beam, same in identical.items()), flush=True)
         runs = {"before": [], "after": []}
         for round_index in range(args.rounds):
             order = ("before", "after") if round_index % 2 == 0 else ("after", "before")
@@ -208,7 +237,7 @@ def main(argv=None):
     record = {"benchmark": "before_after", "before": args.before, "after": args.after,
               "control": args.control,
               "decode_args": decode_args, "rounds": args.rounds, "limit": args.limit,
-              "rows": rows, "runs": runs,
+              "rows": rows, "runs": runs, "graphs": graphs, "identical_graphs": identical,
               "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg")
               else None,
               "wall_seconds": time.perf_counter() - started}

@@ -52,3 +52,49 @@ def test_a_row_relative_to_the_control_cancels_what_each_round_shared():
     assert interval(rows[1]["ratios"], 1.03)["verdict"] == "inconclusive"
     with pytest.raises(ValueError, match="--control 'sampling'"):
         add_relative(rows, "sampling", 1.03)
+
+
+def test_graph_fingerprints_ignore_names_and_tracing_order_but_not_ops_or_values():
+    import tensorflow as tf
+    from graph_fingerprint import graph_fingerprint
+
+    def trace(body):
+        return graph_fingerprint(tf.function(body).get_concrete_function(
+            tf.TensorSpec([None], tf.float32)).graph.as_graph_def())
+
+    def loop(x, scale=2.0):
+        return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * scale), (0, x))[1]
+
+    first = trace(loop)
+    tf.function(lambda x: x + 1).get_concrete_function(tf.TensorSpec([None], tf.float32))
+    again = trace(lambda x: loop(x))  # traced later: other function numbers and names
+    assert again == first and first["ops"] > 10
+    assert trace(lambda x: loop(x, 3.0))["sha1"] != first["sha1"]  # a constant's value
+    assert trace(lambda x: loop(x) + 0.0)["sha1"] != first["sha1"]  # one op more
+
+
+def test_same_graphs_compares_each_beam_width():
+    from before_after import same_graphs
+
+    fingerprint = {"decode": [{"ops": 3, "sha1": "a"}]}
+    other = {"decode": [{"ops": 4, "sha1": "b"}]}
+    assert same_graphs({"1": fingerprint, "5": fingerprint},
+                       {"1": fingerprint, "5": other}) == {"1": True, "5": False}
+    assert same_graphs({"1": fingerprint}, {}) == {"1": False}
+
+
+@pytest.mark.slow  # builds a small tokenizer and traces an untrained model
+def test_graph_fingerprint_traces_this_versions_translator(tmp_path):
+    import json
+    import os
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "graph_fingerprint.py"
+    command = [sys.executable, str(script), "--quick", "--beams", "1,2", "--output",
+               str(tmp_path / "unused.json")]
+    runs = [subprocess.run(command, capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr[-3000:]
+    first, second = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    assert sorted(first) == ["1", "2"] and first == second  # deterministic across processes
+    assert first["1"]["decode"][0]["sha1"] != first["2"]["decode"][0]["sha1"]
