@@ -258,7 +258,9 @@ def peer_env():
 
 def run_peer(args, config, data, seed, run_dir, steps, log=print):
     """Train the peer, decode each checkpoint on dev; returns the peer's result dict."""
-    bin_dir = os.path.dirname(args.peer_python)
+    # Absolute: onmt_train runs in `run_dir`, where a relative --work-dir points nowhere.
+    bin_dir = os.path.dirname(os.path.abspath(args.peer_python))
+    run_dir = os.path.abspath(run_dir)
     os.makedirs(run_dir, exist_ok=True)
     config_path = os.path.join(run_dir, "config.yaml")
     with open(config_path, "w", encoding="utf-8") as f:

@@ -6,6 +6,7 @@ shape and recipe, and that tokens/s are read from both sides' logs correctly.
 """
 
 import importlib.util
+import os
 import pathlib
 import subprocess
 import sys
@@ -319,3 +320,29 @@ def test_ct2_sides_are_converted_once_alternated_and_compared_per_output_piece(
     assert result["ct2_parity"]["identical_lines"] == 1.0
     assert result["ct2_parity"]["bleu"]["float32"] == result["ct2_parity"]["bleu"]["graph"]
     assert result["ct2_steady_state"]["ours_int8"]["pieces_per_second"] == 100.0
+
+
+def test_the_peer_trains_from_a_relative_work_dir(peer, tmp_path, monkeypatch):
+    # onmt_train runs in the peer's run directory: the config it is given must be found
+    # from there (a relative --work-dir broke the Transformer run of 2026-11-30).
+    from types import SimpleNamespace
+
+    from tf_outheads_zoo.presets import preset_config
+
+    vocab = tmp_path / "vocab.joint"
+    vocab.write_text("".join(f"p{i}\n" for i in range(3996)))
+    data = {"vocab": str(vocab), "src_vocab": str(vocab), "tgt_vocab": str(vocab),
+            "files": {"train.src": "a", "train.tgt": "b"}}
+    seen = {}
+
+    def fake_run(command, cwd=None, **kwargs):
+        config = command[command.index("-config") + 1]
+        seen["found"] = os.path.exists(os.path.join(cwd, config))
+        raise subprocess.CalledProcessError(2, command)  # stop before the logs are read
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(peer.subprocess, "run", fake_run)
+    args = SimpleNamespace(peer_python="venv/bin/python", eval_every=300)
+    with pytest.raises(subprocess.CalledProcessError):
+        peer.run_peer(args, preset_config("transformer-cpu"), data, 1, "work/peer/run", 300)
+    assert seen == {"found": True}
