@@ -115,6 +115,11 @@ class _FitCall:
         self.logs = {}
         self.backed_up = None
 
+    @property
+    def epoch_loss(self):
+        """The epoch's per-token mean loss so far (NaN before an applied step)."""
+        return self.loss_sum / self.token_sum if self.token_sum else float("nan")
+
 
 class Trainer:
     """Runs training steps of a compiled model under its strategy (see module doc).
@@ -323,8 +328,7 @@ class Trainer:
                 # included; the metrics count this process's steps only (none, NA in
                 # the history, when a resume found the epoch's steps all done).
                 epoch_logs = {**(self._metric_logs() if call.step > step_before else {}),
-                              "loss": call.loss_sum / call.token_sum if call.token_sum
-                              else float("nan"), "step": call.step}
+                              "loss": call.epoch_loss, "step": call.step}
                 if validation_data is not None:
                     model.reset_metrics()
                     val_loss = self.evaluate(validation_data)
@@ -413,9 +417,7 @@ class Trainer:
                 else:
                     call.loss_sum += loss * step_tokens
                     call.token_sum += step_tokens
-                call.logs = {**self._metric_logs(),
-                             "loss": call.loss_sum / call.token_sum if call.token_sum
-                             else float("nan"),
+                call.logs = {**self._metric_logs(), "loss": call.epoch_loss,
                              "step_loss": loss, "tokens": step_tokens, "step": call.step,
                              "data_fingerprint": int(fingerprints[index])}
                 callback_list.on_train_batch_end(batch, call.logs)
