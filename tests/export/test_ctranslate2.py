@@ -306,3 +306,70 @@ def test_output_limits_round_as_the_graph_does(tokenizer, verses, tmp_path):
     expected = translator.translate(sources)
     assert max(len(pieces) for pieces in tokenizer.pieces(expected)) == 31
     assert CTranslate2Translator(output, **options).translate(sources) == expected
+
+
+class _CallCounter:
+    """A CTranslate2 translator that counts its `translate_batch` calls."""
+
+    def __init__(self, translator):
+        self.translator, self.calls, self.pairs = translator, 0, []
+
+    def translate_batch(self, sources, **kwargs):
+        self.calls += 1
+        results = self.translator.translate_batch(sources, **kwargs)
+        # (source pieces, output pieces) of each row, before any cut.
+        self.pairs += [(len(s), len(r.hypotheses[0])) for s, r in zip(sources, results)]
+        return results
+
+    def score_batch(self, *args, **kwargs):
+        return self.translator.score_batch(*args, **kwargs)
+
+
+def test_greedy_decodes_whole_batches_and_cuts_each_output_at_its_own_limit(
+        tokenizer, verses, tmp_path):
+    # EOS made likelier: some outputs end early, the others run to their limits, which
+    # differ from source to source. Greedy decodes them in one call at the longest
+    # limit; the outputs and scores must still be those of the Translator.
+    model = transformer(tokenizer.vocab_size, "tied")
+    bias = model.head.bias.numpy()
+    bias[3] += 3.7  # (3.6: no output ends early here; 3.9: all do)
+    model.head.bias.assign(bias)
+    output = str(tmp_path / "ct2")
+    to_ctranslate2(model, tokenizer, tokenizer, output)
+    sources = list(verses[0][:8])
+    prefixes = ["And", "", "", "The", "", "", "", ""]
+    options = dict(max_length_ratio=0.5, max_length_offset=2, batch_size=8)
+    translator = Translator(model, tokenizer, tokenizer, **options)
+    assert len({len(pieces) for pieces in tokenizer.pieces(sources)}) > 3  # several limits
+    for target_prefix in (None, prefixes):
+        engine = CTranslate2Translator(output, **options)
+        engine.translator = _CallCounter(engine.translator)
+        expected = translator.translate(sources, with_scores=True, target_prefix=target_prefix)
+        got = engine.translate(sources, with_scores=True, target_prefix=target_prefix)
+        assert engine.translator.calls == 1
+        assert [text for text, _ in got] == [text for text, _ in expected]
+        ended = [length < np.ceil(0.5 * (pieces + 1)) + 2
+                 for pieces, length in engine.translator.pairs]
+        assert any(ended) and not all(ended)  # early ends and cut outputs both
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=1e-3)
+    # A beam still splits the batch where the limit changes.
+    engine = CTranslate2Translator(output, **options, beam_size=2)
+    engine.translator = _CallCounter(engine.translator)
+    engine.translate(sources)
+    assert engine.translator.calls > 3
+
+
+def test_a_prefix_longer_than_its_output_limit_is_refused_as_the_translator_does(
+        tokenizer, verses, tmp_path):
+    model = transformer(tokenizer.vocab_size, "softmax")
+    output = str(tmp_path / "ct2")
+    to_ctranslate2(model, tokenizer, tokenizer, output)
+    options = dict(max_length_ratio=0.5, max_length_offset=0)
+    prefixes = ["", "And it came to pass in those days that the words were many"]
+    sources = ["Amén.", "Amén."]
+    message = r"`target_prefix` 1 has \d+ target pieces, more than its source's output limit"
+    with pytest.raises(ValueError, match=message):
+        Translator(model, tokenizer, tokenizer, **options).translate(
+            sources, target_prefix=prefixes)
+    with pytest.raises(ValueError, match=message):
+        CTranslate2Translator(output, **options).translate(sources, target_prefix=prefixes)
