@@ -3,11 +3,13 @@ reference of issue 42 (`peer_opennmt.py --ct2`): the peer's checkpoint converted
 translated in the peer's virtual environment, each call a whole process. Issue 57 adds
 our own run exported to CTranslate2 (`tf-outheads export --format ctranslate2`, float32
 and int8) and translated with `tf-outheads translate --engine ctranslate2`, also each
-call a whole process, and a steady-state comparison of the two int8 models in one
-process (`ct2_steady_state`: the same piece batches, alternated, after a warm-up)."""
+call a whole process, and a steady-state comparison of the two int8 models
+(`ct2_steady_state`: each in a process of its own, the same piece batches after a
+warm-up, the processes alternated)."""
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -147,15 +149,28 @@ def ct2_sides(peer_python, checkpoint, ours_dir, peer_dir, text, pieces, env, ou
     return sides, outputs
 
 
-def ct2_steady_state(peer_python, models, source_pieces, env, repeats=5, batch_size=64,
-                     threads=2, log=print):
-    """Greedy pieces/s of CTranslate2 models (`{name: directory}`) in one process, loaded
-    once, the same sorted piece batches, alternated, after a warm-up pass: the engines'
-    speed without process start-up (ours imports TensorFlow, the peer's does not)."""
-    completed = subprocess.run(
-        [peer_python, "-c", CT2_STEADY, source_pieces, str(batch_size), str(repeats),
-         str(threads), json.dumps(models)], env=env, check=True, capture_output=True, text=True)
-    result = json.loads(completed.stdout.strip().splitlines()[-1])
+def ct2_steady_state(peer_python, models, source_pieces, env, repeats=3, passes=2,
+                     batch_size=64, threads=2, log=print):
+    """Greedy pieces/s of CTranslate2 models (`{name: directory}`) without process
+    start-up (ours imports TensorFlow, the peer's does not): each model in a process of
+    its own, loaded once, a warm-up pass, then `passes` timed passes over the same sorted
+    piece batches; `repeats` such processes per model, the models in turns (reversed
+    every other round). One process per model because two CTranslate2 translators in
+    one process slow each other (2026-11-30: the peer's float32 model 9,701 pieces/s
+    alone, 5,072 beside its int8 model)."""
+    seconds, pieces = {name: [] for name in models}, {}
+    for repeat in range(repeats):
+        for name in list(models)[::-1 if repeat % 2 else 1]:
+            completed = subprocess.run(
+                [peer_python, "-c", CT2_STEADY, source_pieces, str(batch_size), str(passes),
+                 str(threads), json.dumps({name: models[name]})],
+                env=env, check=True, capture_output=True, text=True)
+            entry = json.loads(completed.stdout.strip().splitlines()[-1])[name]
+            seconds[name] += entry["seconds"]
+            pieces[name] = entry["pieces"]
+    result = {name: {"pieces": pieces[name], "seconds": seconds[name],
+                     "pieces_per_second": pieces[name] / statistics.median(seconds[name])}
+              for name in models}
     log("[decode] steady state, output pieces/s: " + ", ".join(
         f"{name} {entry['pieces_per_second']:.0f}" for name, entry in result.items()))
     return result

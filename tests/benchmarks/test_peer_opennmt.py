@@ -346,3 +346,28 @@ def test_the_peer_trains_from_a_relative_work_dir(peer, tmp_path, monkeypatch):
     with pytest.raises(subprocess.CalledProcessError):
         peer.run_peer(args, preset_config("transformer-cpu"), data, 1, "work/peer/run", 300)
     assert seen == {"found": True}
+
+
+def test_ct2_steady_state_runs_each_model_in_a_process_of_its_own(peer, tmp_path):
+    # Two CTranslate2 translators in one process slow each other: each model is timed in
+    # its own processes, the models in turns, the median over all their passes.
+    calls = tmp_path / "calls.txt"
+    fake = tmp_path / "python"
+    fake.write_text(f"""#!{sys.executable}
+import json, sys
+models = json.loads(sys.argv[7])  # python -c CODE source batch passes threads models
+with open({str(calls)!r}, "a") as f:
+    f.write(",".join(models) + " " + sys.argv[5] + "\\n")
+seconds = {{"a": [1.0, 2.0], "b": [4.0, 4.0]}}
+print("loading...")
+print(json.dumps({{name: {{"pieces": 40, "seconds": seconds[name]}} for name in models}}))
+""")
+    fake.chmod(0o755)
+    peer_ct2 = sys.modules["peer_ct2"]
+    result = peer_ct2.ct2_steady_state(str(fake), {"a": "dir_a", "b": "dir_b"}, "dev.sp",
+                                       dict(os.environ), repeats=3, passes=2,
+                                       log=lambda line: None)
+    assert calls.read_text().split("\n")[:-1] == ["a 2", "b 2", "b 2", "a 2", "a 2", "b 2"]
+    assert result["a"]["seconds"] == [1.0, 2.0] * 3
+    assert result["a"]["pieces_per_second"] == pytest.approx(40 / 1.5)
+    assert result["b"]["pieces_per_second"] == pytest.approx(40 / 4.0)
