@@ -54,6 +54,15 @@ def test_a_selection_run_trains_resumes_measures_and_decodes_alike(tmp_path, cap
     assert stored["method"] == "neural" and stored["bucket"] == 8
     chosen = [size for threshold, _, size in rows if float(threshold) == stored["threshold"]]
     assert f"threshold {stored['threshold']:g}:" in out and int(chosen[0]) < 400
+    # A selection that keeps most of the vocabulary is pointed out.
+    assert ("warning: this threshold keeps" in out) == (int(chosen[0]) > 200)
+    cli.main(["shortlist", "--run-dir", run_dir, "--method", "neural", "--recall", "1.0",
+              "--bucket", "8"])
+    assert re.search(r"warning: this threshold keeps (\d+)% of the pieces",
+                     capsys.readouterr().out)
+    cli.main(["shortlist", "--run-dir", run_dir, "--method", "neural", "--recall", "0.6",
+              "--bucket", "8"])
+    capsys.readouterr()
 
     source_file = tmp_path / "sources.txt"
     source_file.write_text("".join(line + "\n" for line in SOURCES), encoding="utf-8")
