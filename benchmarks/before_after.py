@@ -22,9 +22,9 @@ machine two runs of the *same* code differ by up to ~5 %. This script
 Before the rounds, `graph_fingerprint.py` traces each version's Translator at the
 `--beams` given to decode.py and says whether the graphs are the same op for op: where
 they are, a pass differs only by the Python around the graph (0.6–3 % of a pass: measure
-it with cProfile if it changed), so a timing ratio away from 1 is the machine. 2026-11-30: c947608 against efbdb5f traced the
-same graphs at beams 1 and 5, and 25 rounds gave 1.013 [0.978, 1.049] and 1.019 [0.997,
-1.042] for the Translator.
+it with cProfile if it changed), so a timing ratio away from 1 is the machine.
+2026-11-30: c947608 against efbdb5f traced the same graphs at beams 1 and 5, and 25
+rounds gave 1.013 [0.978, 1.049] and 1.019 [0.997, 1.042] for the Translator.
 
 With `--control DECODER` (e.g. `translator`, when a change leaves that path's code
 untouched), every other row also gets its per-round ratio divided by the control's

@@ -72,4 +72,24 @@ def prefix_from_pieces(pieces):
             tf.cast(pieces.row_lengths(), tf.int32))
 
 
-__all__ = ["prefix_from_pieces", "with_target_prefix"]
+def check_prefix_lengths(lengths, limits, prefixes):
+    """Refuse the first prefix with more target pieces than its source's output limit.
+
+    Args:
+        lengths, limits: ints per source, the prefix's pieces and the output limit (0
+            for a source without a piece).
+        prefixes: the prefixes as given, for the message.
+
+    Raises:
+        ValueError: naming the prefix's index, its length, the limit and the prefix.
+    """
+    for index, (length, limit) in enumerate(zip(lengths, limits)):
+        if length > limit:
+            raise ValueError(
+                f"`target_prefix` {index} has {length} target pieces, more than its "
+                f"source's output limit of {limit} (max_length_ratio × (source pieces + "
+                "1) + max_length_offset; 0 for a source without a piece). Received: "
+                f"target_prefix[{index}]={prefixes[index]!r}")
+
+
+__all__ = ["check_prefix_lengths", "prefix_from_pieces", "with_target_prefix"]

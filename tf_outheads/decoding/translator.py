@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tf_outheads.decoding.graph import TranslationGraph
 from tf_outheads.decoding.options import decode_options
+from tf_outheads.decoding.prefix import check_prefix_lengths
 from tf_outheads.decoding.sampling import row_seeds
 from tf_outheads.models.seq2seq import inference_model
 
@@ -183,12 +184,7 @@ class Translator:
             string_tensor(prefixes, "target_prefix")))
         # The search's own limits (`TranslationGraph.search`).
         limits = graph.output_limits(num_pieces).numpy()
-        for index in np.flatnonzero(lengths > limits):
-            raise ValueError(
-                f"`target_prefix` {index} has {lengths[index]} target pieces, more than its "
-                f"source's output limit of {limits[index]} (max_length_ratio × (source "
-                "pieces + 1) + max_length_offset; 0 for a source without a piece). Received: "
-                f"target_prefix[{index}]={prefixes[index]!r}")
+        check_prefix_lengths(lengths.tolist(), limits.tolist(), prefixes)
         if not lengths.any():
             return None, None
         return ids, lengths

@@ -42,6 +42,7 @@ import os
 from tf_outheads.data.special_tokens import BOS_PIECE, EOS_PIECE, PAD_PIECE
 from tf_outheads.decoding.greedy import max_length_from_source
 from tf_outheads.decoding.options import DecodeOptions, decode_options
+from tf_outheads.decoding.prefix import check_prefix_lengths
 from tf_outheads.export.ctranslate2 import METADATA_FILE, import_ctranslate2
 
 logger = logging.getLogger(__name__)
@@ -178,11 +179,10 @@ class CTranslate2Translator:
         if not any(prefixes):
             return [0.0] * len(sources)
         rows = [i for i, prefix in enumerate(prefixes) if prefix]
-        scored = self.translator.score_batch([sources[i] for i in rows],
-                                             [prefixes[i] for i in rows])
         scores = [0.0] * len(sources)
-        for i, result in zip(rows, scored):
-            scores[i] = float(sum(result.log_probs[:-1]))  # without the EOS it appends
+        for i, score in zip(rows, _forced_scores(self.translator, [sources[i] for i in rows],
+                                                 [prefixes[i] for i in rows])):
+            scores[i] = score
         return scores
 
     @staticmethod
@@ -195,9 +195,9 @@ class CTranslate2Translator:
         if not cut:
             return
         targets = [hypotheses[i][0][0][:limits[i]] for i in cut]
-        for i, target, result in zip(cut, targets, translator.score_batch(
-                [sources[i] for i in cut], targets)):
-            hypotheses[i][0] = (target, float(sum(result.log_probs[:-1])))  # EOS appended
+        for i, target, score in zip(cut, targets, _forced_scores(
+                translator, [sources[i] for i in cut], targets)):
+            hypotheses[i][0] = (target, score)
 
     def translate(self, sentences, with_scores=False, target_prefix=None, **changes):
         """Translate raw source strings; arguments and return shapes as
@@ -235,14 +235,10 @@ class CTranslate2Translator:
         limits = max_length_from_source(
             [len(p) + 1 for p in sources], ratio=options.max_length_ratio,
             offset=options.max_length_offset).numpy().tolist()
-        for index, (source, prefix, limit) in enumerate(zip(sources, prefixes, limits)):
-            limit = limit if source else 0
-            if len(prefix) > limit:  # as `Translator` refuses it
-                raise ValueError(
-                    f"`target_prefix` {index} has {len(prefix)} target pieces, more than "
-                    f"its source's output limit of {limit} (max_length_ratio × (source "
-                    "pieces + 1) + max_length_offset; 0 for a source without a piece). "
-                    f"Received: target_prefix[{index}]={target_prefix[index]!r}")
+        if target_prefix is not None:  # as `Translator` refuses them
+            check_prefix_lengths([len(p) for p in prefixes],
+                                 [limit if source else 0 for source, limit in
+                                  zip(sources, limits)], target_prefix)
         results = [[("", 0.0)] + [("", float("-inf"))] * (n_best - 1) for _ in sentences]
         order = sorted((i for i, p in enumerate(sources) if p), key=lambda i: len(sources[i]))
         # One hypothesis per source (greedy or sampled): full batches, outputs cut at
@@ -269,6 +265,13 @@ class CTranslate2Translator:
         if n_best == 1:
             return [row[0] if with_scores else row[0][0] for row in results]
         return [row if with_scores else [text for text, _ in row] for row in results]
+
+
+def _forced_scores(translator, sources, targets):
+    """Each target's log-probability under forced decoding (`score_batch`), without the
+    EOS score_batch appends."""
+    return [float(sum(result.log_probs[:-1]))
+            for result in translator.score_batch(sources, targets)]
 
 
 def _batches(order, limits, batch_size):
