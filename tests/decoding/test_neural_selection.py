@@ -134,3 +134,33 @@ def test_the_recall_table_of_tf_outheads_shortlist_grows_with_looser_thresholds(
                                          batch_size=16)[1e-30]
     assert everything["recall"] == 1.0
     assert everything["candidates"] == bible_tokenizer.vocab_size
+
+
+def test_a_source_without_a_piece_adds_no_candidate(bible_tokenizer, bible_slice):
+    """A request keeps its empty sources as rows (decoded as nothing); the Translator
+    leaves them out of its batches. Either way the other rows decode over the same
+    candidates, though the empty row's own selection would add a piece."""
+    model = nvs_model(bible_tokenizer.vocab_size, "tied")
+    graph = Translator(model, bible_tokenizer, bible_tokenizer, max_length_offset=4).graph
+    source_ids, num_pieces, _ = graph.encode(tf.constant(bible_slice.sources[900:903] + [""]))
+    assert num_pieces.numpy().tolist()[3] == 0
+    # A threshold between the empty row's probability of a piece and the others' (the
+    # piece the empty row scores highest above them), and no bucket padding.
+    probabilities = model.selection_probabilities(source_ids).numpy()
+    gap = probabilities[3] - probabilities[:3].max(axis=0)
+    piece = int(gap.argmax())
+    assert gap[piece] > 0
+    selection = NeuralSelection(threshold=float(probabilities[3, piece] - gap[piece] / 2),
+                                bucket=1)
+    everyone = selection.candidates(None, probabilities=probabilities).numpy().tolist()
+    others = selection.candidates(None, probabilities=probabilities[:3]).numpy().tolist()
+    assert piece in everyone and piece not in others  # the empty row would add it
+
+    graph = Translator(model, bible_tokenizer, bible_tokenizer, shortlist=selection,
+                       max_length_offset=4).graph
+    cache = model.head.inference_cache()
+    ids, scores = graph.search(1, source_ids, num_pieces, cache)
+    expected_ids, expected_scores = graph.search(1, source_ids[:3], num_pieces[:3], cache)
+    np.testing.assert_array_equal(ids.numpy()[:3], expected_ids.numpy())
+    np.testing.assert_allclose(scores.numpy()[:3], expected_scores.numpy(), atol=1e-5)
+    assert scores.numpy()[3].tolist() == [0.0]

@@ -155,7 +155,9 @@ def test_bad_shortlist_arguments_are_refused_naming_them(kwargs, message):
 
 def check_saved_model_agrees(model, selection, tokenizer, sources, export_dir):
     """Exports `model` with `selection`; its reloaded `translate` signature gives the
-    Translator's selected outputs (which differ from full decoding) at widths 1 and 3."""
+    Translator's selected outputs (which differ from full decoding) and their scores at
+    widths 1 and 3. An empty source among `sources` adds no candidate in either (the
+    Translator leaves it out of its batches, a request keeps it)."""
     from tests.export.options import signature_options
     from tf_outheads.export import export_translator
 
@@ -164,13 +166,17 @@ def check_saved_model_agrees(model, selection, tokenizer, sources, export_dir):
     loaded = tf.saved_model.load(path)
     for width in (1, 3):
         expected = Translator(model, tokenizer, tokenizer, max_length_offset=4,
-                              beam_size=width, shortlist=selection).translate(sources)
+                              beam_size=width, shortlist=selection).translate(
+                                  sources, with_scores=True)
         full = Translator(model, tokenizer, tokenizer, max_length_offset=4,
-                          beam_size=width).translate(sources)
-        assert expected != full  # the selection changes these outputs
+                          beam_size=width).translate(sources, with_scores=True)
+        assert [t for t, _ in expected] != [t for t, _ in full]  # selection changes them
         outputs = loaded.signatures["translate"](sources=tf.constant(sources),
                                                  **signature_options(beam_size=width))
-        assert [t.decode("utf-8") for t in outputs["translations"].numpy()[:, 0]] == expected
+        assert [t.decode("utf-8") for t in outputs["translations"].numpy()[:, 0]] == [
+            t for t, _ in expected]
+        np.testing.assert_allclose(outputs["scores"].numpy()[:, 0], [s for _, s in expected],
+                                   atol=1e-4)
 
 
 @pytest.mark.slow  # two SavedModel exports and reloads

@@ -249,7 +249,14 @@ class SubwordTokenizer(tf.Module):
         self._tokenizer = self._make_op_tokenizer()
 
     def _make_op_tokenizer(self):
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        # The resource's name scope is the model's fingerprint. `tf.saved_model.load`
+        # names a restored resource after its op's name (with one suffix per load), and
+        # tensorflow-text's default scope is the same for every tokenizer: the source
+        # and target tokenizers of a SavedModel were restored as one resource, so that
+        # separate vocabularies detokenized the output with the source model.
+        name = "sentencepiece_" + self.fingerprint.split(":")[1]
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto,
+                                                      out_type=tf.int32, name=name)
 
     def ensure_resource(self):
         """Rebuilds the in-graph SentencePiece resource if it was freed.

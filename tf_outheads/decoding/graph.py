@@ -378,6 +378,10 @@ class TranslationGraph(RequestOptions):
             model_state, (memory, mask) = model.initial_decoding_state(
                 source_ids, max_length=cache_length, return_memory=True)
             probabilities = model.selection.probabilities(memory, mask)
+            # A row without a piece decodes nothing and adds no candidate (the
+            # Translator leaves such rows out of its batches; a request keeps them).
+            probabilities = tf.where((num_pieces > 0)[:, tf.newaxis], probabilities,
+                                     tf.zeros_like(probabilities))
         else:
             model_state = model.initial_decoding_state(source_ids, max_length=cache_length)
         if self.shortlist is not None:
