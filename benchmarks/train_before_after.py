@@ -1,0 +1,198 @@
+"""Training speed before and after a change: two commits, one machine, rounds taken in turns.
+
+The training counterpart of `before_after.py` (issue 58). For each round, in the order
+A B, B A, A B, ..., it runs `tf-outheads train --preset P --max-steps N` of each version
+(a fresh process and run directory; the library imported from a detached worktree of
+that commit, as `before_after.py` does) and reads the run's `loss_curves.csv`, which
+every version since the CLI's first release writes with each step's target tokens and
+wall-clock time. A run's speed is the median over windows of `--window` steps, after
+`--warmup` steps (tracing, the first batches), of the window's target tokens per second:
+one slow window (another process waking up) moves a median little. The per-round ratio
+is before / after of those speeds, i.e. after's time over before's for the same tokens
+(above 1: slower after), reported as a mean with a 95 % t-interval over rounds
+(`before_after.interval`) and its verdict on `--limit`.
+
+    python benchmarks/train_before_after.py --before 2aa41f2 --rounds 5 \\
+        --presets lstm-cpu-tied,transformer-cpu --steps 200
+
+The runs' training data, tokenizers and settings are each version's own for the preset:
+where a change altered the preset (its model, its batches), the ratio measures that too,
+and the record keeps both versions' settings (`preset.json`) and tokens per step to say
+so. Records of every run and the summary go to `--output` (JSON). Run it alone: the
+rounds take turns so that drift hits both versions alike, but another job's load still
+widens the interval.
+"""
+
+import argparse
+import csv
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from before_after import check_imports_from, interval, worktree  # noqa: E402
+
+REPO = HERE.parent
+
+
+def read_curve(path):
+    """`[(step, tokens, time)]` of a run's `loss_curves.csv` (rows without tokens, as
+    written by a step that was skipped, are left out)."""
+    rows = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("tokens") not in (None, ""):
+                rows.append((int(row["step"]), float(row["tokens"]), float(row["time"])))
+    return rows
+
+
+def window_speeds(curve, warmup, window):
+    """Target tokens per second of each full window of `window` steps after `warmup`:
+    the tokens of a window's steps over the time from the step before it to its last."""
+    after = [row for row in curve if row[0] > warmup]
+    before = [row for row in curve if row[0] <= warmup]
+    if not before:
+        raise ValueError(f"no step at or before the warm-up ({warmup}) to time from")
+    speeds, start = [], before[-1][2]
+    for first in range(0, len(after) - window + 1, window):
+        steps = after[first:first + window]
+        seconds = steps[-1][2] - start
+        if seconds <= 0:
+            raise ValueError(f"steps {steps[0][0]}-{steps[-1][0]}: time did not advance")
+        speeds.append(sum(row[1] for row in steps) / seconds)
+        start = steps[-1][2]
+    if not speeds:
+        raise ValueError(f"{len(after)} steps after the warm-up: fewer than one window "
+                         f"of {window}")
+    return speeds
+
+
+def run_training(tree, preset, steps, run_dir, extra):
+    """`tf-outheads train` of `tree`'s library for `steps` steps; its log in run_dir."""
+    env = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2",
+               TF_OUTHEADS_QUIET="1")
+    command = [sys.executable, "-m", "tf_outheads_zoo.cli", "train", "--preset", preset,
+               "--run-dir", str(run_dir), "--max-steps", str(steps),
+               "--set", f"train.steps_per_epoch={steps}", "--set", "train.max_minutes=None",
+               *extra]
+    os.makedirs(run_dir, exist_ok=True)
+    with open(run_dir / "benchmark.log", "w", encoding="utf-8") as out:
+        result = subprocess.run(command, env=env, cwd=str(tree), stdout=out,
+                                stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        log = (run_dir / "benchmark.log").read_text(encoding="utf-8")[-3000:]
+        raise SystemExit(f"train_before_after: {' '.join(command)} failed:\n{log}")
+
+
+def measure(tree, preset, args, run_dir):
+    """One run's record: window speeds, their median, tokens per step, the settings."""
+    run_training(tree, preset, args.steps, run_dir, args.extra)
+    curve = read_curve(run_dir / "loss_curves.csv")
+    speeds = window_speeds(curve, args.warmup, args.window)
+    settings = None
+    if (run_dir / "preset.json").exists():
+        settings = json.loads((run_dir / "preset.json").read_text(encoding="utf-8"))
+    return {"speeds": speeds, "median": statistics.median(speeds),
+            "tokens_per_step": statistics.fmean(row[1] for row in curve),
+            "steps": len(curve), "settings": settings}
+
+
+def parse_args(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Arguments after `--` go to every `tf-outheads train` (e.g. -- --set "
+               "data.batch_tokens=1024).")
+    parser.add_argument("--before", required=True, help="the commit before the change")
+    parser.add_argument("--after", default="HEAD", help="the commit after it (default HEAD)")
+    parser.add_argument("--presets", default="lstm-cpu-tied",
+                        help="comma-separated presets (default lstm-cpu-tied)")
+    parser.add_argument("--rounds", type=int, default=5, help="runs of each version")
+    parser.add_argument("--steps", type=int, default=200, help="training steps per run")
+    parser.add_argument("--warmup", type=int, default=50, help="steps left out first")
+    parser.add_argument("--window", type=int, default=25, help="steps per timed window")
+    parser.add_argument("--limit", type=float, default=1.03,
+                        help="the largest acceptable after/before time ratio (default 1.03)")
+    parser.add_argument("--output", default=str(HERE / "results" / "train_before_after.json"))
+    args = parser.parse_args(own)
+    args.extra = extra
+    args.preset_list = [p for p in args.presets.split(",") if p]
+    if args.rounds < 1 or args.window < 1 or args.warmup < 1:
+        parser.error(f"--rounds, --window and --warmup must be >= 1. Received: "
+                     f"{args.rounds}, {args.window}, {args.warmup}")
+    if args.steps < args.warmup + args.window:
+        parser.error(f"--steps must leave one window after the warm-up: at least "
+                     f"{args.warmup + args.window}. Received: {args.steps}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    started = time.perf_counter()
+    root = pathlib.Path(tempfile.mkdtemp(prefix="train-before-after-"))
+    trees, runs = {}, {p: {"before": [], "after": []} for p in args.preset_list}
+    try:
+        trees = {"before": worktree(args.before, root, "before"),
+                 "after": worktree(args.after, root, "after")}
+        for tree in trees.values():
+            check_imports_from(tree)
+        for round_index in range(args.rounds):
+            order = ("before", "after") if round_index % 2 == 0 else ("after", "before")
+            for preset in args.preset_list:
+                for side in order:
+                    run_dir = root / "runs" / f"{preset}-{side}-{round_index}"
+                    record = measure(trees[side], preset, args, run_dir)
+                    runs[preset][side].append(record)
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                    print(f"round {round_index + 1}/{args.rounds} {preset} {side}: "
+                          f"{record['median']:,.0f} tokens/s (median of "
+                          f"{len(record['speeds'])} windows; {record['tokens_per_step']:,.0f} "
+                          "tokens per step)", flush=True)
+    finally:
+        for tree in trees.values():
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                            str(tree)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    rows = []
+    print(f"\n=== AFTER / BEFORE (time for the same tokens; {args.rounds} rounds; limit "
+          f"{args.limit}) ===")
+    print(f"{'preset':<18} {'before tok/s':>12} {'after tok/s':>12} {'mean':>7} "
+          f"{'95% interval':>17}  verdict")
+    for preset in args.preset_list:
+        before, after = runs[preset]["before"], runs[preset]["after"]
+        ratios = [b["median"] / a["median"] for b, a in zip(before, after)]
+        summary = interval(ratios, args.limit)
+        rows.append({"preset": preset, "ratios": ratios, **summary,
+                     "before_median": statistics.median(r["median"] for r in before),
+                     "after_median": statistics.median(r["median"] for r in after)})
+        span = (f"[{summary['low']:.3f}, {summary['high']:.3f}]"
+                if summary["low"] is not None else "-")
+        more = (f" (~{summary['rounds_needed']} rounds would settle it)"
+                if summary["rounds_needed"] else "")
+        print(f"{preset:<18} {rows[-1]['before_median']:>12,.0f} "
+              f"{rows[-1]['after_median']:>12,.0f} {summary['mean']:>7.3f} {span:>17}  "
+              f"{summary['verdict']}{more}")
+    record = {"benchmark": "train_before_after", "before": args.before, "after": args.after,
+              "presets": args.preset_list, "rounds": args.rounds, "steps": args.steps,
+              "warmup": args.warmup, "window": args.window, "limit": args.limit,
+              "extra": args.extra, "rows": rows, "runs": runs,
+              "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg")
+              else None, "wall_seconds": time.perf_counter() - started}
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    print(f"wrote {args.output}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
