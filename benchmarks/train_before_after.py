@@ -74,6 +74,21 @@ def window_speeds(curve, warmup, window):
     return speeds
 
 
+def settings_changes(before, after):
+    """`{"section.key": [before, after]}` where two runs' settings differ (paths and the
+    description left out), or None when either is unknown."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    changes = {}
+    for section in ("data", "model", "train", "decode"):
+        old, new = before.get(section) or {}, after.get(section) or {}
+        for key in sorted(set(old) | set(new)):
+            if key != "corpus" and old.get(key, "<absent>") != new.get(key, "<absent>"):
+                changes[f"{section}.{key}"] = [old.get(key, "<absent>"),
+                                               new.get(key, "<absent>")]
+    return changes
+
+
 def run_training(tree, preset, steps, run_dir, extra):
     """`tf-outheads train` of `tree`'s library for `steps` steps; its log in run_dir."""
     env = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2",
@@ -97,8 +112,10 @@ def measure(tree, preset, args, run_dir):
     curve = read_curve(run_dir / "loss_curves.csv")
     speeds = window_speeds(curve, args.warmup, args.window)
     settings = None
-    if (run_dir / "preset.json").exists():
-        settings = json.loads((run_dir / "preset.json").read_text(encoding="utf-8"))
+    for name in ("run.json", "preset.json"):  # the run's settings (older versions: preset.json)
+        if (run_dir / name).exists():
+            settings = json.loads((run_dir / name).read_text(encoding="utf-8"))
+            break
     return {"speeds": speeds, "median": statistics.median(speeds),
             "tokens_per_step": statistics.fmean(row[1] for row in curve),
             "steps": len(curve), "settings": settings}
@@ -172,6 +189,8 @@ def main(argv=None):
         ratios = [b["median"] / a["median"] for b, a in zip(before, after)]
         summary = interval(ratios, args.limit)
         rows.append({"preset": preset, "ratios": ratios, **summary,
+                     "settings_changes": settings_changes(before[0]["settings"],
+                                                          after[0]["settings"]),
                      "before_median": statistics.median(r["median"] for r in before),
                      "after_median": statistics.median(r["median"] for r in after)})
         span = (f"[{summary['low']:.3f}, {summary['high']:.3f}]"
@@ -181,6 +200,10 @@ def main(argv=None):
         print(f"{preset:<18} {rows[-1]['before_median']:>12,.0f} "
               f"{rows[-1]['after_median']:>12,.0f} {summary['mean']:>7.3f} {span:>17}  "
               f"{summary['verdict']}{more}")
+        if rows[-1]["settings_changes"]:
+            print(f"  {preset} settings that differ (before -> after): " + "; ".join(
+                f"{key} {old!r} -> {new!r}"
+                for key, (old, new) in rows[-1]["settings_changes"].items()))
     record = {"benchmark": "train_before_after", "before": args.before, "after": args.after,
               "presets": args.preset_list, "rounds": args.rounds, "steps": args.steps,
               "warmup": args.warmup, "window": args.window, "limit": args.limit,

@@ -67,7 +67,10 @@ def test_rounds_alternate_and_the_ratio_is_afters_time_over_befores(tmp_path, mo
         run_dir.mkdir(parents=True, exist_ok=True)
         per_step = 0.2 if tree.name == "before" else 0.22
         write_curve(run_dir / "loss_curves.csv", lambda s: per_step, steps=steps)
-        (run_dir / "preset.json").write_text(json.dumps({"preset": preset}))
+        # The older version writes preset.json, the newer run.json.
+        name = "preset.json" if tree.name == "before" else "run.json"
+        model = {"scaled_attention": tree.name == "after"}
+        (run_dir / name).write_text(json.dumps({"preset": preset, "model": model}))
 
     monkeypatch.setattr(tba, "worktree", fake_worktree)
     monkeypatch.setattr(tba, "check_imports_from", lambda tree: None)
@@ -81,6 +84,6 @@ def test_rounds_alternate_and_the_ratio_is_afters_time_over_befores(tmp_path, mo
     assert row["ratios"] == pytest.approx([1.1] * 3)
     assert row["verdict"] == "contradicted"
     assert row["before_median"] == pytest.approx(500.0)  # 100 tokens per 0.2 s
+    assert row["settings_changes"] == {"model.scaled_attention": [False, True]}
     saved = json.loads(output.read_text())
-    assert saved["runs"]["lstm-cpu-tied"]["after"][0]["settings"] == {
-        "preset": "lstm-cpu-tied"}
+    assert saved["runs"]["lstm-cpu-tied"]["after"][0]["settings"]["preset"] == "lstm-cpu-tied"
