@@ -106,6 +106,12 @@ def run_training(tree, preset, steps, run_dir, extra):
         raise SystemExit(f"train_before_after: {' '.join(command)} failed:\n{log}")
 
 
+def resolve(revision):
+    """The commit hash of `revision` in this repository (recorded: HEAD moves)."""
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", revision], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
 def measure(tree, preset, args, run_dir):
     """One run's record: window speeds, their median, tokens per step, the settings."""
     run_training(tree, preset, args.steps, run_dir, args.extra)
@@ -157,9 +163,9 @@ def main(argv=None):
     started = time.perf_counter()
     root = pathlib.Path(tempfile.mkdtemp(prefix="train-before-after-"))
     trees, runs = {}, {p: {"before": [], "after": []} for p in args.preset_list}
+    commits = {"before": resolve(args.before), "after": resolve(args.after)}
     try:
-        trees = {"before": worktree(args.before, root, "before"),
-                 "after": worktree(args.after, root, "after")}
+        trees = {side: worktree(commit, root, side) for side, commit in commits.items()}
         for tree in trees.values():
             check_imports_from(tree)
         for round_index in range(args.rounds):
@@ -205,6 +211,7 @@ def main(argv=None):
                 f"{key} {old!r} -> {new!r}"
                 for key, (old, new) in rows[-1]["settings_changes"].items()))
     record = {"benchmark": "train_before_after", "before": args.before, "after": args.after,
+              "commits": commits,
               "presets": args.preset_list, "rounds": args.rounds, "steps": args.steps,
               "warmup": args.warmup, "window": args.window, "limit": args.limit,
               "extra": args.extra, "rows": rows, "runs": runs,

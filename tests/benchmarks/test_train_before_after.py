@@ -74,12 +74,14 @@ def test_rounds_alternate_and_the_ratio_is_afters_time_over_befores(tmp_path, mo
 
     monkeypatch.setattr(tba, "worktree", fake_worktree)
     monkeypatch.setattr(tba, "check_imports_from", lambda tree: None)
+    monkeypatch.setattr(tba, "resolve", lambda revision: f"{revision}-hash")
     monkeypatch.setattr(tba, "run_training", fake_training)
     monkeypatch.setattr(tba.subprocess, "run", lambda *a, **k: None)  # worktree removal
     output = tmp_path / "out.json"
     record = tba.main(["--before", "abc", "--rounds", "3", "--steps", "40", "--warmup",
                        "5", "--window", "10", "--output", str(output)])
     assert order == ["before", "after", "after", "before", "before", "after"]
+    assert record["commits"] == {"before": "abc-hash", "after": "HEAD-hash"}
     (row,) = record["rows"]
     assert row["ratios"] == pytest.approx([1.1] * 3)
     assert row["verdict"] == "contradicted"
