@@ -38,6 +38,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from before_after import check_imports_from, interval, worktree  # noqa: E402
+from common import machine_info, write_record  # noqa: E402
 
 REPO = HERE.parent
 
@@ -210,18 +211,8 @@ def main(argv=None):
             print(f"  {preset} settings that differ (before -> after): " + "; ".join(
                 f"{key} {old!r} -> {new!r}"
                 for key, (old, new) in rows[-1]["settings_changes"].items()))
-    record = {"benchmark": "train_before_after", "before": args.before, "after": args.after,
-              "commits": commits,
-              "presets": args.preset_list, "rounds": args.rounds, "steps": args.steps,
-              "warmup": args.warmup, "window": args.window, "limit": args.limit,
-              "extra": args.extra, "rows": rows, "runs": runs,
-              "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg")
-              else None, "wall_seconds": time.perf_counter() - started}
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.output}")
-    return record
+    return write_record("train_before_after", args, machine_info(), started,
+                        {"commits": commits, "rows": rows, "runs": runs})
 
 
 if __name__ == "__main__":

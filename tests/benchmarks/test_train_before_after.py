@@ -76,7 +76,14 @@ def test_rounds_alternate_and_the_ratio_is_afters_time_over_befores(tmp_path, mo
     monkeypatch.setattr(tba, "check_imports_from", lambda tree: None)
     monkeypatch.setattr(tba, "resolve", lambda revision: f"{revision}-hash")
     monkeypatch.setattr(tba, "run_training", fake_training)
-    monkeypatch.setattr(tba.subprocess, "run", lambda *a, **k: None)  # worktree removal
+    run = tba.subprocess.run
+
+    def no_worktree_removal(command, *args, **kwargs):
+        if command[:1] == ["git"] and "worktree" in command:
+            return None
+        return run(command, *args, **kwargs)
+
+    monkeypatch.setattr(tba.subprocess, "run", no_worktree_removal)
     output = tmp_path / "out.json"
     record = tba.main(["--before", "abc", "--rounds", "3", "--steps", "40", "--warmup",
                        "5", "--window", "10", "--output", str(output)])
@@ -89,3 +96,4 @@ def test_rounds_alternate_and_the_ratio_is_afters_time_over_befores(tmp_path, mo
     assert row["settings_changes"] == {"model.scaled_attention": [False, True]}
     saved = json.loads(output.read_text())
     assert saved["runs"]["lstm-cpu-tied"]["after"][0]["settings"]["preset"] == "lstm-cpu-tied"
+    assert saved["config"]["before"] == "abc" and saved["machine"]["cpu_count"] >= 1
