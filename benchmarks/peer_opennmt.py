@@ -4,11 +4,12 @@ Trains a zoo preset (`tf-outheads train`) and OpenNMT-py's model of the same sha
 after the other, on the same cleaned splits cut into the same SentencePiece pieces, for
 the same steps; then prints, for each: greedy dev BLEU every `--eval-every` steps
 (sacrebleu against the stripped references the zoo trains on), training target tokens/s
-and greedy decoding sentences/s (whole process, `--decode-copies` copies of the dev set,
-the median of `--decode-repeats` runs per side, alternated), our/peer ratios (above 1: we
-are faster), and the GFLOP/s of both (matrix products
-counted from the shapes, `forward_flops`) against this machine's float32 matmul speed
-(`matmul_peak_gflops`). Writes JSON with `train_ratio` and `decode_ratio` for each seed
+(the median over windows of `train_speed.report_every` steps after step 50, the same
+windows on both sides: `train_speed.py`) and greedy decoding sentences/s (whole process,
+`--decode-copies` copies of the dev set, the median of `--decode-repeats` runs per side,
+alternated), our/peer ratios (above 1: we are faster), and the GFLOP/s of both (matrix
+products counted from the shapes, `forward_flops`) against this machine's float32 matmul
+speed (`matmul_peak_gflops`). Writes JSON with `train_ratio` and `decode_ratio` for each seed
 and their medians.
 
 OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make one:
@@ -29,10 +30,8 @@ Transformer of the same sizes, dropouts, Adam β2 and "noam" schedule. Only the 
 OpenNMT-py has (`softmax`, `tied`) can be compared.
 """
 
-import csv
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -41,16 +40,16 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import REPO_ROOT, benchmark_parser  # noqa: E402
 from peer_ct2 import ct2_parity, ct2_result, ct2_sides, ct2_steady_state  # noqa: E402
+from train_speed import (  # noqa: E402
+    our_loss_reports, our_window_speeds, parse_peer_log, peer_window_speeds, report_every,
+)
 from flops import (  # noqa: E402, F401  (the FLOP counts: flops.py, here too as before)
     add_flops, decode_flops, forward_flops, matmul_peak_gflops, train_flops_per_target_token,
 )
 
 QUICK = {"steps": 100, "eval_every": 100, "decode_copies": 2, "decode_repeats": 1}
 PEER_SPECIALS = 4  # OpenNMT-py adds <unk> <blank> <s> </s> to a vocabulary file
-# OpenNMT-py's log line: "Step 50/ 1500; acc: 9.1; ppl: 812.3; xent: 6.7; lr: 0.00500;
-# sents: 1234; bsz: 29/34/43; 4096/5904 tok/s; 17 sec;"
-STEP_LINE = re.compile(r"Step\s+(\d+)/\s*\d+;.*?xent:\s*([\d.]+);.*?\s(\d+)/\s*(\d+) tok/s;"
-                       r"\s*(\d+) sec")
+
 
 
 # -- data ------------------------------------------------------------------------------
@@ -144,7 +143,7 @@ def peer_config(config, data, run_dir, steps, eval_every, seed):
         "normalization": "tokens", "accum_count": [1],
         "train_steps": steps, "valid_steps": 10 ** 6,
         "save_checkpoint_steps": eval_every, "keep_checkpoint": -1,
-        "report_every": 50 if steps >= 100 else 10, "seed": seed,
+        "report_every": report_every(steps), "seed": seed,
         "num_workers": 0, "world_size": 1,
         "share_decoder_embeddings": "true" if head == "tied" else "false",
         "save_model": os.path.join(run_dir, "model"),
@@ -230,25 +229,6 @@ def _yaml(value, indent=0):
     return "\n".join(lines)
 
 
-def parse_peer_log(text):
-    """OpenNMT-py's report lines → list of `(step, xent, src_tok_s, tgt_tok_s, seconds)`."""
-    return [(int(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4)),
-             int(m.group(5))) for m in STEP_LINE.finditer(text)]
-
-
-def peer_train_speed(reports, skip_steps=50):
-    """Target tokens/s of the peer after `skip_steps`: each report's tokens/s weighted
-    by the seconds it covers (its `sec` is the time since the start)."""
-    tokens, seconds = 0.0, 0.0
-    for previous, report in zip(reports, reports[1:]):
-        if previous[0] < skip_steps:
-            continue
-        span = report[4] - previous[4]
-        tokens += report[3] * span
-        seconds += span
-    return tokens / seconds if seconds else float("nan")
-
-
 def peer_env():
     env = dict(os.environ)
     env.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
@@ -282,8 +262,10 @@ def run_peer(args, config, data, seed, run_dir, steps, log=print):
                                 data["tokenizer"])
         bleu_history.append([step, corpus_bleu(hyp, dev_refs)])
         log(f"[peer] seed {seed} step {step}: dev BLEU {bleu_history[-1][1]:.2f}")
+    windows = peer_window_speeds(reports)
     return {"dev_bleu_history": bleu_history, "train_tokens_per_second":
-            peer_train_speed(reports), "loss_reports": reports}
+            statistics.median(windows), "train_window_speeds": windows,
+            "loss_reports": reports}
 
 
 def peer_translate(bin_dir, checkpoint, source_pieces, output_prefix, tokenizer,
@@ -337,39 +319,12 @@ def run_ours(args, seed, steps, log=print):
             history.append([record["step"], record["bleu"]])
     for step, bleu in history:
         log(f"[ours] seed {seed} step {step}: dev BLEU {bleu:.2f}")
+    curves = os.path.join(run_dir, "loss_curves.csv")
+    windows = our_window_speeds(curves, report_every(steps))
     return run_dir, {
         "run_dir": run_dir, "dev_bleu_history": history,
-        "train_tokens_per_second": our_train_speed(os.path.join(run_dir, "loss_curves.csv")),
-        "loss_reports": our_loss_reports(os.path.join(run_dir, "loss_curves.csv"))}
-
-
-def _rows(path):
-    with open(path, encoding="utf-8") as f:
-        return [row for row in csv.DictReader(f) if row.get("time")]
-
-
-def our_train_speed(path, skip_steps=50):
-    """Target tokens/s from `loss_curves.csv`: steps after `skip_steps`, each timed from
-    the end of the step before it in the same epoch (evaluations fall between epochs)."""
-    rows = _rows(path)
-    tokens, seconds = 0.0, 0.0
-    for previous, row in zip(rows, rows[1:]):
-        if int(previous["step"]) < skip_steps or row["epoch"] != previous["epoch"]:
-            continue
-        tokens += float(row["tokens"])
-        seconds += float(row["time"]) - float(previous["time"])
-    return tokens / seconds if seconds else float("nan")
-
-
-def our_loss_reports(path, every=50):
-    """Mean training loss of each `every`-step window (OpenNMT-py's report interval)."""
-    rows = _rows(path)
-    reports = []
-    for start in range(0, len(rows), every):
-        window = rows[start:start + every]
-        reports.append((int(window[-1]["step"]),
-                        statistics.fmean(float(r["loss"]) for r in window)))
-    return reports
+        "train_tokens_per_second": statistics.median(windows), "train_window_speeds": windows,
+        "loss_reports": our_loss_reports(curves, report_every(steps))}
 
 
 def our_translate(run_dir, source_text, output, batch_size=64, quantize=None):
@@ -492,6 +447,11 @@ def print_table(preset, results, eval_every, steps):
     for seed, entry in results.items():
         print(f"seed {seed}: train_ratio {entry['train_ratio']:.3f}, "
               f"decode_ratio {entry['decode_ratio']:.3f} (ours / peer; > 1: we are faster)")
+        for side in ("ours", "peer"):
+            windows = entry[side]["train_window_speeds"]
+            print(f"  {side} training tok/s, {len(windows)} windows: median "
+                  f"{statistics.median(windows):,.0f}, range {min(windows):,.0f}-"
+                  f"{max(windows):,.0f}")
 
 
 def main(argv=None):

@@ -5,9 +5,10 @@ A B, B A, A B, ..., it runs `tf-outheads train --preset P --max-steps N` of each
 (a fresh process and run directory; the library imported from a detached worktree of
 that commit, as `before_after.py` does) and reads the run's `loss_curves.csv`, which
 every version since the CLI's first release writes with each step's target tokens and
-wall-clock time. A run's speed is the median over windows of `--window` steps, after
-`--warmup` steps (tracing, the first batches), of the window's target tokens per second:
-one slow window (another process waking up) moves a median little. The per-round ratio
+wall-clock time. A run's speed (`train_speed.py`) is the median over windows of
+`--window` steps, after `--warmup` steps (tracing, the first batches), of the window's
+target tokens per second: one slow window (another process waking up) moves a median
+little. The per-round ratio
 is before / after of those speeds, i.e. after's time over before's for the same tokens
 (above 1: slower after), reported as a mean with a 95 % t-interval over rounds
 (`before_after.interval`) and its verdict on `--limit`.
@@ -24,7 +25,6 @@ widens the interval.
 """
 
 import argparse
-import csv
 import json
 import os
 import pathlib
@@ -39,40 +39,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from before_after import check_imports_from, interval, worktree  # noqa: E402
 from common import machine_info, write_record  # noqa: E402
+from train_speed import read_curve, window_speeds  # noqa: E402, F401  (tests use both here)
 
 REPO = HERE.parent
-
-
-def read_curve(path):
-    """`[(step, tokens, time)]` of a run's `loss_curves.csv` (rows without tokens, as
-    written by a step that was skipped, are left out)."""
-    rows = []
-    with open(path, encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get("tokens") not in (None, ""):
-                rows.append((int(row["step"]), float(row["tokens"]), float(row["time"])))
-    return rows
-
-
-def window_speeds(curve, warmup, window):
-    """Target tokens per second of each full window of `window` steps after `warmup`:
-    the tokens of a window's steps over the time from the step before it to its last."""
-    after = [row for row in curve if row[0] > warmup]
-    before = [row for row in curve if row[0] <= warmup]
-    if not before:
-        raise ValueError(f"no step at or before the warm-up ({warmup}) to time from")
-    speeds, start = [], before[-1][2]
-    for first in range(0, len(after) - window + 1, window):
-        steps = after[first:first + window]
-        seconds = steps[-1][2] - start
-        if seconds <= 0:
-            raise ValueError(f"steps {steps[0][0]}-{steps[-1][0]}: time did not advance")
-        speeds.append(sum(row[1] for row in steps) / seconds)
-        start = steps[-1][2]
-    if not speeds:
-        raise ValueError(f"{len(after)} steps after the warm-up: fewer than one window "
-                         f"of {window}")
-    return speeds
 
 
 def settings_changes(before, after):

@@ -38,21 +38,29 @@ def test_peer_log_lines_are_parsed(peer):
     reports = peer.parse_peer_log(PEER_LOG)
     assert reports == [(50, 6.5, 1902, 1963, 47), (100, 5.5, 7761, 7857, 59),
                        (150, 5.2, 7507, 7567, 72)]
-    # After step 50: 12 s at 7,857 and 13 s at 7,567 target tokens/s.
-    assert peer.peer_train_speed(reports) == pytest.approx((7857 * 12 + 7567 * 13) / 25)
+    # Each report after step 50 is one window: its own target tokens/s.
+    assert peer.peer_window_speeds(reports) == [7857, 7567]
+    assert peer.peer_window_speeds(reports, warmup=100) == [7567]
+    with pytest.raises(ValueError, match="no report of the peer after step 150"):
+        peer.peer_window_speeds(reports, warmup=150)
 
 
-def test_our_speed_skips_the_first_steps_and_evaluations(peer, tmp_path):
+def test_our_windows_skip_the_first_steps_and_evaluations(peer, tmp_path):
     curves = tmp_path / "loss_curves.csv"
     rows = ["step,epoch,loss,tokens,time"]
-    # Steps 49-52 in epoch 1, one second apart; an evaluation of 100 s before epoch 2.
+    # Steps 49-52 in epoch 1, one second apart; an evaluation of 100 s before epoch 2,
+    # whose steps take 0.5 s.
     for step, epoch, time in ((49, 1, 0.0), (50, 1, 1.0), (51, 1, 2.0), (52, 1, 3.0),
-                              (53, 2, 103.0), (54, 2, 104.0)):
+                              (53, 2, 103.0), (54, 2, 103.5), (55, 2, 104.0), (56, 2, 104.5)):
         rows.append(f"{step},{epoch},5.0,1000,{time}")
     curves.write_text("\n".join(rows) + "\n")
-    # Counted: 50→51, 51→52, 53→54 (1 s each, 1,000 tokens); not 49→50 nor 52→53.
-    assert peer.our_train_speed(str(curves)) == pytest.approx(1000.0)
-    assert peer.our_loss_reports(str(curves), every=3) == [(51, 5.0), (54, 5.0)]
+    # Windows 51-53 and 54-56: 53 opens an epoch (left out); 2,000 tokens in 2 s, then
+    # 3,000 in 1.5 s.
+    assert peer.our_window_speeds(str(curves), window=3) == pytest.approx([1000.0, 2000.0])
+    assert peer.our_window_speeds(str(curves), window=2, warmup=52) == pytest.approx(
+        [2000.0, 2000.0])
+    assert peer.our_loss_reports(str(curves), every=3) == [(51, 5.0), (54, 5.0), (56, 5.0)]
+    assert peer.report_every(100) == 25 and peer.report_every(60) == 10
 
 
 def test_peer_config_follows_the_preset(peer, tmp_path):
