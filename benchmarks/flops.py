@@ -84,8 +84,35 @@ def matmul_peak_gflops(size=2048, repeats=10):
     return 2 * size ** 3 / best / 1e9
 
 
+PEER_PEAK = """
+import sys, time, torch
+size, repeats = int(sys.argv[1]), int(sys.argv[2])
+a = torch.randn(size, size)
+(a @ a).sum().item()
+best = float("inf")
+for _ in range(repeats):
+    start = time.perf_counter()
+    (a @ a).sum().item()
+    best = min(best, time.perf_counter() - start)
+print(2 * size ** 3 / best / 1e9)
+"""
+
+
+def peer_matmul_peak_gflops(python, env=None, size=2048, repeats=10):
+    """`matmul_peak_gflops` as the peer's PyTorch runs it (the same product, in the
+    peer's `python`, with its environment `env`): each side's achieved FLOP/s are
+    measured against its own library's peak, which differ (on an AMD CPU with AVX-512,
+    oneDNN in TensorFlow used it and PyTorch's BLAS did not: 480 against 206 GFLOP/s)."""
+    import subprocess
+
+    result = subprocess.run([python, "-c", PEER_PEAK, str(size), str(repeats)], env=env,
+                            check=True, capture_output=True, text=True)
+    return float(result.stdout.split()[-1])
+
+
 def add_flops(entry, model, vocab_size, train_lengths, peak):
-    """GFLOP/s of both sides' training and decoding, and their share of `peak` (in place)."""
+    """GFLOP/s of both sides' training and decoding, and their share of the peak (in
+    place): `peak` a number, or `{"ours": ..., "peer": ...}`, each side's own."""
     per_token = train_flops_per_target_token(model, vocab_size, train_lengths)
     decode = entry["decode"]
     gflops = {}
@@ -94,8 +121,9 @@ def add_flops(entry, model, vocab_size, train_lengths, peak):
         work = decode_flops(model, vocab_size, decode["source_tokens"],
                             decode[f"{side}_output_tokens"], decode["sentences"])
         decoding = work / decode[f"{side}_seconds"] / 1e9
+        side_peak = peak[side] if isinstance(peak, dict) else peak
         gflops[side] = {"train": train, "decode": decoding,
-                        "train_percent_of_peak": 100 * train / peak,
-                        "decode_percent_of_peak": 100 * decoding / peak}
+                        "train_percent_of_peak": 100 * train / side_peak,
+                        "decode_percent_of_peak": 100 * decoding / side_peak}
     entry["gflops"] = gflops
     entry["train_flops_per_target_token"] = per_token

@@ -8,8 +8,9 @@ the same steps; then prints, for each: greedy dev BLEU every `--eval-every` step
 windows on both sides: `train_speed.py`) and greedy decoding sentences/s (whole process,
 `--decode-copies` copies of the dev set, the median of `--decode-repeats` runs per side,
 alternated), our/peer ratios (above 1: we are faster), and the GFLOP/s of both (matrix
-products counted from the shapes, `forward_flops`) against this machine's float32 matmul
-speed (`matmul_peak_gflops`). Writes JSON with `train_ratio` and `decode_ratio` for each seed
+products counted from the shapes, `forward_flops`) against each side's float32 matmul
+speed on this machine (`matmul_peak_gflops`, `peer_matmul_peak_gflops`: TensorFlow's and
+PyTorch's can differ by 2×). Writes JSON with `train_ratio` and `decode_ratio` for each seed
 and their medians.
 
 OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make one:
@@ -44,7 +45,8 @@ from train_speed import (  # noqa: E402
     our_loss_reports, our_window_speeds, parse_peer_log, peer_window_speeds, report_every,
 )
 from flops import (  # noqa: E402, F401  (the FLOP counts: flops.py, here too as before)
-    add_flops, decode_flops, forward_flops, matmul_peak_gflops, train_flops_per_target_token,
+    add_flops, decode_flops, forward_flops, matmul_peak_gflops, peer_matmul_peak_gflops,
+    train_flops_per_target_token,
 )
 
 QUICK = {"steps": 100, "eval_every": 100, "decode_copies": 2, "decode_repeats": 1}
@@ -513,11 +515,13 @@ def main(argv=None):
     machine = machine_info()
     data = prepare_data(args.preset, overrides, args.runs_dir, args.work_dir)
     data["references"] = {"dev": data["splits"]["dev"].targets}
-    peak = matmul_peak_gflops()
+    peak = {"ours": matmul_peak_gflops(),
+            "peer": peer_matmul_peak_gflops(args.peer_python, peer_env())}
     train_lengths = {"source": piece_lengths(data["files"]["train.src"]),
                      "target": piece_lengths(data["files"]["train.tgt"])}
     vocab_size = peer_vocab_size(data["vocab"])
-    print(f"[flops] matmul peak {peak:.0f} GFLOP/s; training pairs' mean pieces + EOS: "
+    print(f"[flops] float32 matmul peak: ours (TensorFlow) {peak['ours']:.0f}, the peer "
+          f"(PyTorch) {peak['peer']:.0f} GFLOP/s; training pairs' mean pieces + EOS: "
           f"source {train_lengths['source']:.1f}, target {train_lengths['target']:.1f}")
     results = {}
     for seed in (int(s) for s in args.seeds.split(",")):
@@ -538,7 +542,8 @@ def main(argv=None):
                 entry["ct2_int8_ratio"] = entry["decode"]["ct2_int8_ratio"]
             add_flops(entry, config.model, vocab_size, train_lengths, peak)
         results[seed] = entry
-    fields = {"preset": args.preset, "results": results, "matmul_peak_gflops": peak,
+    fields = {"preset": args.preset, "results": results, "matmul_peak_gflops": peak["ours"],
+              "peer_matmul_peak_gflops": peak["peer"],
               "train_lengths": train_lengths}
     if args.only is None:
         print_table(args.preset, results, args.eval_every, args.steps)

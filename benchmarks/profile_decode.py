@@ -74,15 +74,18 @@ def category(op_type):
     return "other"
 
 
-def op_events(log_dir):
-    """`[(op name, op type, seconds)]` of the executor threads' events in the trace."""
+def op_events(log_dir, details=False):
+    """`[(op name, op type, seconds)]` of the executor threads' events in the trace; with
+    `details`, each also has its thread (the line's index), its start (ps, on that line)
+    and its loop iteration (the executor's `iter_num` stat, None without one)."""
     paths = sorted(glob.glob(f"{log_dir}/**/*.xplane.pb", recursive=True))
     space = xplane_pb2.XSpace()
     with open(paths[-1], "rb") as f:
         space.ParseFromString(f.read())
     plane = next(p for p in space.planes if p.name == "/host:CPU")
+    iteration = [k for k, stat in plane.stat_metadata.items() if stat.name == "iter_num"]
     events = []
-    for line in plane.lines:
+    for index, line in enumerate(plane.lines):
         if not line.name.startswith("tf_Compute"):
             continue
         for event in line.events:
@@ -91,7 +94,13 @@ def op_events(log_dir):
             op_name, _, op_type = name.rpartition(":")
             if "::" in name or not op_name:
                 op_name = op_type = name
-            events.append((op_name, op_type, event.duration_ps * 1e-12))
+            seconds = event.duration_ps * 1e-12
+            if not details:
+                events.append((op_name, op_type, seconds))
+                continue
+            iter_num = next((stat.int64_value for stat in event.stats
+                             if stat.metadata_id in iteration), None)
+            events.append((op_name, op_type, seconds, index, event.offset_ps, iter_num))
     return events
 
 

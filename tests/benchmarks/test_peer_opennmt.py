@@ -193,6 +193,21 @@ def test_flops_entry_and_decode_counts(peer, tmp_path):
     assert entry["gflops"]["peer"]["train_percent_of_peak"] == pytest.approx(per_token)
     assert entry["gflops"]["ours"]["decode"] == pytest.approx(
         2 * entry["gflops"]["peer"]["decode"])
+    # Each side against its own library's peak.
+    peer.add_flops(entry, lstm, 10, {"source": 3.5, "target": 3.5},
+                   peak={"ours": 400.0, "peer": 50.0})
+    assert entry["gflops"]["ours"]["train_percent_of_peak"] == pytest.approx(per_token / 2)
+    assert entry["gflops"]["peer"]["train_percent_of_peak"] == pytest.approx(per_token * 2)
+
+
+def test_the_peers_matmul_peak_runs_in_its_own_python(peer, tmp_path):
+    # A stand-in for the peer's python: it must receive the product's size and repeats.
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\n[ "$1" = "-c" ] && [ "$3" = "64" ] && [ "$4" = "2" ] '
+                    '&& echo "$PEAK"\n')
+    fake.chmod(0o755)
+    assert peer.peer_matmul_peak_gflops(str(fake), {"PEAK": "123.5"}, size=64,
+                                        repeats=2) == 123.5
 
 
 def test_decode_speeds_alternate_the_sides_and_take_medians(peer, tmp_path, monkeypatch):
