@@ -10,8 +10,8 @@ windows on both sides: `train_speed.py`) and greedy decoding sentences/s (whole 
 alternated), our/peer ratios (above 1: we are faster), and the GFLOP/s of both (matrix
 products counted from the shapes, `forward_flops`) against each side's float32 matmul
 speed on this machine (`matmul_peak_gflops`, `peer_matmul_peak_gflops`: TensorFlow's and
-PyTorch's can differ by 2×). Writes JSON with `train_ratio` and `decode_ratio` for each seed
-and their medians.
+PyTorch's can differ by 2×). Writes JSON with `train_ratio` and `decode_ratio` for each
+seed and their medians.
 
 OpenNMT-py runs in its own virtual environment (`--peer-python`; how to make one:
 benchmarks/docs/peer_opennmt.md). Not part of CI. Runs resume: each side of each seed
@@ -51,7 +51,6 @@ from flops import (  # noqa: E402, F401  (the FLOP counts: flops.py, here too as
 
 QUICK = {"steps": 100, "eval_every": 100, "decode_copies": 2, "decode_repeats": 1}
 PEER_SPECIALS = 4  # OpenNMT-py adds <unk> <blank> <s> </s> to a vocabulary file
-
 
 
 # -- data ------------------------------------------------------------------------------
