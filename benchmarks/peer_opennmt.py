@@ -42,7 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import REPO_ROOT, benchmark_parser  # noqa: E402
 from peer_ct2 import ct2_parity, ct2_result, ct2_sides, ct2_steady_state  # noqa: E402
 from train_speed import (  # noqa: E402
-    our_loss_reports, our_window_speeds, parse_peer_log, peer_window_speeds, report_every,
+    WARMUP, our_loss_reports, parse_peer_log, peer_window_speeds, read_curve, report_every,
+    window_speeds,
 )
 from flops import (  # noqa: E402, F401  (the FLOP counts: flops.py, here too as before)
     add_flops, decode_flops, forward_flops, matmul_peak_gflops, peer_matmul_peak_gflops,
@@ -321,7 +322,7 @@ def run_ours(args, seed, steps, log=print):
     for step, bleu in history:
         log(f"[ours] seed {seed} step {step}: dev BLEU {bleu:.2f}")
     curves = os.path.join(run_dir, "loss_curves.csv")
-    windows = our_window_speeds(curves, report_every(steps))
+    windows = window_speeds(read_curve(curves), WARMUP, report_every(steps))
     return run_dir, {
         "run_dir": run_dir, "dev_bleu_history": history,
         "train_tokens_per_second": statistics.median(windows), "train_window_speeds": windows,

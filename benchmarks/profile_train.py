@@ -2,10 +2,10 @@
 
 The training counterpart of `profile_decode.py`. For a zoo preset (`--preset`, default
 `lstm-cpu-tied`; `--set section.key=value` changes a setting as `tf-outheads train
---set` does), what `tf-outheads train` builds before its first step is built the same
-way: the training batches of the corpus (`TrainingData.dataset`: the preset's token
-batching, length buckets, shuffling), the model compiled with the preset's loss and
-optimizer (`tf_outheads_zoo.train._build_model`) and a `tf_outheads.training.Trainer`,
+--set` does), what `tf-outheads train` builds before its first step is built by its own
+functions: the training batches of the corpus (`tf_outheads_zoo.train._prepare_data`: the
+preset's token batching, length buckets, shuffling), the model compiled with the preset's
+loss and optimizer (`_build_model`) and a `tf_outheads.training.Trainer`,
 whose step function (`StepFunctions.train_function`, the one `Trainer.fit` calls:
 forward, loss, gradients, clipping and the Adam update in one `tf.function`) is timed.
 The host loop around it (callbacks, logs, backups) is not.
@@ -40,9 +40,10 @@ other threads included).
     python benchmarks/profile_train.py                               # lstm-cpu-tied
     python benchmarks/profile_train.py --preset transformer-cpu --jit-compile
 
-One step per call (`train.steps_per_execution` 1). The tokenizer learns from the
-preset's tokenizer sample (`--tokenizer-sentences` of it, `--vocab-size`), once: it is
-cached in benchmarks/.cache/. The profiled steps are slower than the timed ones (the
+One step per call (`train.steps_per_execution` 1). The tokenizer learns from a seeded
+sample of `--tokenizer-sentences` training pairs (`data.tokenizer_sample`; 0: the
+preset's) with `--vocab-size` pieces (0: the preset's), once: it is cached in
+benchmarks/.cache/ and reused while its fingerprint matches. The profiled steps are slower than the timed ones (the
 profiler's own cost): their shares, not their times, are the result. Results go to
 `--output` (JSON, default benchmarks/results/profile_train.json).
 """
@@ -120,7 +121,7 @@ def parse_args(argv=None):
     parser.add_argument("--vocab-size", type=int, default=0,
                         help="tokenizer size (0: the preset's data.vocab_size)")
     parser.add_argument("--tokenizer-sentences", type=int, default=0,
-                        help="pairs of the tokenizer sample it learns from (0: all)")
+                        help="pairs the tokenizer learns from, data.tokenizer_sample (0: the preset's)")
     parser.add_argument("--batches", type=int, default=20,
                         help="training batches taken into memory (and timed from the pipeline)")
     parser.add_argument("--warmup", type=int, default=100,
@@ -141,7 +142,6 @@ import tensorflow as tf  # noqa: E402
 
 from flops import forward_flops, matmul_peak_gflops, train_flops_per_target_token  # noqa: E402
 from profile_decode import EXECUTOR, NESTED, op_events  # noqa: E402
-from tf_outheads import data as tfo_data  # noqa: E402
 from tf_outheads.data.special_tokens import PAD_ID  # noqa: E402
 from tf_outheads.training import strategy as tfo_strategy  # noqa: E402
 from tf_outheads.training.step import gradients_summed_by_caller  # noqa: E402
@@ -324,7 +324,8 @@ def summarize(events, steps, phases=None):
 # The trainer's pieces
 # --------------------------------------------------------------------------
 def run_config(args):
-    """The preset's `RunConfig` with `--set` (and `--jit-compile`, `--vocab-size`)."""
+    """The preset's `RunConfig` with `--set` (and `--jit-compile`, `--vocab-size`,
+    `--tokenizer-sentences` as `data.tokenizer_sample`)."""
     from tf_outheads_zoo.commands import parse_overrides
     from tf_outheads_zoo.presets import preset_config
 
@@ -333,43 +334,34 @@ def run_config(args):
         overrides["train.jit_compile"] = True
     if args.vocab_size:
         overrides["data.vocab_size"] = args.vocab_size
+    if args.tokenizer_sentences:
+        overrides["data.tokenizer_sample"] = args.tokenizer_sentences
     overrides["train.steps_per_execution"] = 1
     return preset_config(args.preset).with_overrides(overrides, "--set")
 
 
 def training_pieces(args, config):
-    """`(dataset, trainer, target vocabulary size)` as `tf-outheads train` builds them
-    (`_run_training`: precision and seed, `_prepare_data`'s training set and tokenizers
-    but for the tokenizer's sample and cache, `_build_model`)."""
+    """`(dataset, trainer, target vocabulary size)` built by `tf-outheads train`'s own
+    steps (`_run_training`: precision and seed, `_prepare_data`, `_build_model`), its
+    files (tokenizers, checked by fingerprint) cached in benchmarks/.cache/."""
     from tf_outheads_zoo import train as zoo_train
-    from tf_outheads_zoo.splits import TrainingData, tokenizer_seed
 
     quiet = lambda *_: None  # noqa: E731
     train_config = config.train
     strategy = tfo_strategy.make_strategy(train_config.strategy, num_gpus=train_config.num_gpus)
     tfo_strategy.set_precision(train_config.precision)
     keras.utils.set_random_seed(train_config.seed)
-    training_data = TrainingData(config.data, seed=tokenizer_seed(config), log=quiet)
-    sample = training_data.sample
-    if args.tokenizer_sentences:
-        sample = sample.select(range(min(args.tokenizer_sentences, len(sample))))
-    cache = (REPO_ROOT / "benchmarks" / ".cache"
-             / f"train_{args.preset}_{config.data.vocab_size}_{len(sample)}")
-    source_tokenizer, target_tokenizer = tfo_data.build_tokenizers(
-        sample.sources, sample.targets, cache, vocab_size=config.data.vocab_size,
-        joint=config.data.joint_vocabulary, model_type=config.data.tokenizer_type,
-        seed=tokenizer_seed(config))
-    dataset = training_data.dataset(source_tokenizer, target_tokenizer, seed=train_config.seed)
-    data = zoo_train._RunData({}, sample, source_tokenizer, target_tokenizer, dataset, None,
-                              False)
-    config, model, _ = zoo_train._build_model(
-        config, data, str(cache), strategy, functools.partial(tfo_strategy.chief_first,
-                                                              strategy), quiet)
+    chief_first = functools.partial(tfo_strategy.chief_first, strategy)
+    cache = REPO_ROOT / "benchmarks" / ".cache" / f"train_{args.preset}"
+    cache.mkdir(parents=True, exist_ok=True)
+    data = zoo_train._prepare_data(config, str(cache), strategy, chief_first, quiet)
+    config, model, _ = zoo_train._build_model(config, data, str(cache), strategy, chief_first,
+                                              quiet)
     trainer = Trainer(model, accumulation_steps=train_config.accumulation_steps,
                       nonfinite=train_config.nonfinite, jit_compile=train_config.jit_compile,
                       max_skipped_share=train_config.max_skipped_share,
-                      max_loss=train_config.max_loss)
-    return dataset, trainer, target_tokenizer.vocab_size
+                      max_loss=train_config.max_loss, per_worker_data=data.per_worker_data)
+    return data.train_dataset, trainer, data.target_tokenizer.vocab_size
 
 
 def take_batches(dataset, count):

@@ -8,10 +8,9 @@ every version since the CLI's first release writes with each step's target token
 wall-clock time. A run's speed (`train_speed.py`) is the median over windows of
 `--window` steps, after `--warmup` steps (tracing, the first batches), of the window's
 target tokens per second: one slow window (another process waking up) moves a median
-little. The per-round ratio
-is before / after of those speeds, i.e. after's time over before's for the same tokens
-(above 1: slower after), reported as a mean with a 95 % t-interval over rounds
-(`before_after.interval`) and its verdict on `--limit`.
+little. The per-round ratio is before / after of those speeds, i.e. after's time over
+before's for the same tokens (above 1: slower after), reported as a mean with a 95 %
+t-interval over rounds (`before_after.interval`) and its verdict on `--limit`.
 
     python benchmarks/train_before_after.py --before 2aa41f2 --rounds 5 \\
         --presets lstm-cpu-tied,transformer-cpu --steps 200
@@ -39,7 +38,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from before_after import check_imports_from, interval, worktree  # noqa: E402
 from common import machine_info, write_record  # noqa: E402
-from train_speed import read_curve, window_speeds  # noqa: E402, F401  (tests use both here)
+from train_speed import read_curve, window_speeds  # noqa: E402
 
 REPO = HERE.parent
 

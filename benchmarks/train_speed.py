@@ -67,10 +67,6 @@ def window_speeds(curve, warmup, window):
     return speeds
 
 
-def our_window_speeds(path, window, warmup=WARMUP):
-    return window_speeds(read_curve(path), warmup, window)
-
-
 def our_loss_reports(path, every):
     """Mean training loss of each `every`-step window (OpenNMT-py's report interval)."""
     with open(path, encoding="utf-8") as f:

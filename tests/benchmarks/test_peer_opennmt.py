@@ -56,9 +56,9 @@ def test_our_windows_skip_the_first_steps_and_evaluations(peer, tmp_path):
     curves.write_text("\n".join(rows) + "\n")
     # Windows 51-53 and 54-56: 53 opens an epoch (left out); 2,000 tokens in 2 s, then
     # 3,000 in 1.5 s.
-    assert peer.our_window_speeds(str(curves), window=3) == pytest.approx([1000.0, 2000.0])
-    assert peer.our_window_speeds(str(curves), window=2, warmup=52) == pytest.approx(
-        [2000.0, 2000.0])
+    curve = peer.read_curve(str(curves))
+    assert peer.window_speeds(curve, peer.WARMUP, window=3) == pytest.approx([1000.0, 2000.0])
+    assert peer.window_speeds(curve, warmup=52, window=2) == pytest.approx([2000.0, 2000.0])
     assert peer.our_loss_reports(str(curves), every=3) == [(51, 5.0), (54, 5.0), (56, 5.0)]
     assert peer.report_every(100) == 25 and peer.report_every(60) == 10
 
