@@ -239,7 +239,9 @@ def row_of(op_name, op_type, phases=None):
 
 def attribute(events):
     """`(busy seconds, kernels, spare)` of `op_events(details=True)`, thread by thread:
-    `busy` the executor's outermost `Process` events (they nest), `kernels` every other
+    `busy` the outermost events (the executor's `Process` events nest; a kernel traced
+    outside them keeps its thread busy too), so that the kernels and the spare time add
+    up to it, `kernels` every other
     event's `(name, type, own seconds)` (less the events it encloses: XLA's nest), and
     `spare` `{where: [seconds, runs]}` the `Process` events' own time beyond what they
     enclose: scheduling, and the kernels TensorFlow ran untraced. A `Process` is in a
@@ -266,7 +268,7 @@ def attribute(events):
             close(start)
             if stack:
                 stack[-1][1] -= seconds
-            elif op_type == EXECUTOR:
+            else:
                 busy += seconds
             if op_type != EXECUTOR and "while/" in name:
                 process = next((f for f in reversed(stack) if f[2][1] == EXECUTOR), None)
