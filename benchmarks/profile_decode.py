@@ -11,7 +11,8 @@ sentences, one timed pass, then one pass under TensorFlow's profiler
 - per decoding step (the loop's iterations, counted by its `ArgMax` or `LogSoftmax`)
   and per call;
 - the executor's own time: its `ExecutorState::Process` events enclose the kernels,
-  so what they hold beyond them is the cost of running ops one by one.
+  so what they hold beyond them is the cost of running ops one by one (`attribute`:
+  the events nest and overlap, and each instant of a thread is counted once).
 
     python benchmarks/profile_decode.py --quick                              # smoke test
     python benchmarks/profile_decode.py --run-dir runs/transformer-cpu --sentences 640
@@ -49,6 +50,9 @@ CATEGORIES = (
 )
 EXECUTOR = "ExecutorState::Process"
 NESTED = ("ParallelFor",)  # a kernel's own worker calls, inside its event
+# Events of the executor threads that take no part: instants, the executor's callback.
+IGNORED = re.compile(r"^ThreadpoolListener::|^Memory(De)?[Aa]llocation$|"
+                     r"^ExecutorDoneCallback$")
 
 
 def parse_args(argv=None):
@@ -104,13 +108,65 @@ def op_events(log_dir, details=False):
     return events
 
 
+def attribute(events):
+    """`(busy seconds, kernels, spare)` of `op_events(details=True)`, thread by thread.
+    Each instant of a thread goes to its innermost event: the latest begun of those not
+    yet ended. (The executor's `Process` events nest, and in loops one often ends a
+    fraction of a µs after the next has begun inside it; XLA's events nest in its
+    launch's.) `busy`: the time any event runs (their union, not their sum); `kernels`:
+    every other event's `(name, type, own seconds)`; `spare`: `{where: [seconds, runs]}`,
+    the `Process` events' own time: scheduling, and the kernels TensorFlow ran untraced.
+    A `Process` is in a loop when its `iter_num` is above 0 or it holds a kernel of a
+    `while/`. So kernels and spare add up to `busy`, and none is below 0."""
+    busy, kernels, spare = 0.0, [], {"loop": [0.0, 0], "outside": [0.0, 0]}
+    lines = collections.defaultdict(list)
+    for event in events:
+        if event[1] not in NESTED and not IGNORED.search(event[1]):
+            lines[event[3]].append(event)
+    for line in lines.values():
+        # [own seconds, end (ps), event, in a loop], in the order they began
+        active, done, now = [], [], None
+        for event in sorted(line, key=lambda e: (e[4], -e[2])):
+            name, op_type, seconds, _, start, iter_num = event
+            end = start + seconds * 1e12
+            while active:  # the time up to this event's start, to the innermost ones
+                first = min(range(len(active)), key=lambda i: active[i][1])
+                until = min(active[first][1], start)
+                if until > now:
+                    active[-1][0] += (until - now) * 1e-12
+                    busy += (until - now) * 1e-12
+                    now = until
+                if active[first][1] > start:
+                    break
+                done.append(active.pop(first))
+            now = start
+            if op_type != EXECUTOR and "while/" in name:
+                process = next((f for f in reversed(active) if f[2][1] == EXECUTOR), None)
+                if process:
+                    process[3] = True
+            active.append([0.0, end, event, bool(iter_num)])
+        while active:
+            first = min(range(len(active)), key=lambda i: active[i][1])
+            active[-1][0] += (active[first][1] - now) * 1e-12
+            busy += (active[first][1] - now) * 1e-12
+            now = active[first][1]
+            done.append(active.pop(first))
+        for own, _, (name, op_type, *_), loop in done:
+            if op_type == EXECUTOR:
+                spare["loop" if loop else "outside"][0] += own
+                spare["loop" if loop else "outside"][1] += 1
+            else:
+                kernels.append((name, op_type, own))
+    return busy, kernels, spare
+
+
 def summarize(events):
-    """The table rows and totals of `op_events`."""
-    steps = max(sum(1 for name, op_type, _ in events
+    """The table rows and totals of `op_events(details=True)`: the kernels at their own
+    time, the executor threads' busy time as `attribute` counts it."""
+    steps = max(sum(1 for name, op_type, *_ in events
                     if op_type == counted and name.startswith("while/"))
                 for counted in ("ArgMax", "LogSoftmax"))  # once a greedy step
-    executor = sum(s for _, op_type, s in events if op_type == EXECUTOR)
-    kernels = [(n, t, s) for n, t, s in events if t not in (EXECUTOR,) + NESTED]
+    executor, kernels, _ = attribute(events)
     rows = collections.defaultdict(lambda: {"seconds": 0.0, "calls": 0})
     for name, op_type, seconds in kernels:
         where = "loop" if name.startswith("while/") else "outside"
@@ -153,7 +209,7 @@ def main(args):
     translator.translate(sentences)
     profiled_wall = time.perf_counter() - began
     tf.profiler.experimental.stop()
-    summary = summarize(op_events(log_dir))
+    summary = summarize(op_events(log_dir, details=True))
     steps = summary["steps"]
     print(f"\ngreedy Translator, {len(sentences)} dev sentences, batches of "
           f"{args.batch_size} ({description}): {wall:.3f} s a pass ({profiled_wall:.3f} s "

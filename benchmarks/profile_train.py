@@ -19,7 +19,7 @@ The host loop around it (callbacks, logs, backups) is not.
    step counts, as `loss_curves.csv`'s `tokens`), then `--profile-steps` steps under
    TensorFlow's profiler.
 3. The trace's events on the executor threads (`profile_decode.op_events`) are summed
-   (`attribute`, `summarize`) by kind of op (`CATEGORIES`), inside recurrent loops
+   (`profile_decode.attribute`, `summarize`) by kind of op (`CATEGORIES`), inside recurrent loops
    (`while/` in their names) or outside, and by phase: forward and backward from the
    traced graph (`tape_ranges`: the ops `tape.gradient` made, hand-written gradients
    included), update (the optimizer's name scope: Adam, clipping). The executor's own
@@ -106,9 +106,6 @@ OPTIMIZER = re.compile(r"(^|/)(adam|adamw|lazy_adam|sgd|rmsprop|adafactor|"
                        r"loss_scale_optimizer)(_\d+)?/")
 INLINED = re.compile(r"/(body|cond|then|else)/_\d+/")
 GRAPPLER = re.compile(r"(^|/)ArithmeticOptimizer/[A-Za-z]+_")  # a rewrite, then the op's name
-# Events of the executor threads that take no part: instants, the executor's callback.
-IGNORED = re.compile(r"^ThreadpoolListener::|^Memory(De)?[Aa]llocation$|"
-                     r"^ExecutorDoneCallback$")
 
 
 def parse_args(argv=None):
@@ -141,7 +138,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from flops import forward_flops, matmul_peak_gflops, train_flops_per_target_token  # noqa: E402
-from profile_decode import EXECUTOR, NESTED, op_events  # noqa: E402
+from profile_decode import attribute, op_events  # noqa: E402
 from tf_outheads.data.special_tokens import PAD_ID  # noqa: E402
 from tf_outheads.training import strategy as tfo_strategy  # noqa: E402
 from tf_outheads.training.step import gradients_summed_by_caller  # noqa: E402
@@ -235,48 +232,6 @@ def row_of(op_name, op_type, phases=None):
     if kind in PRODUCTS:
         kind = f"{kind}, {phase}"
     return phase, where, kind
-
-
-def attribute(events):
-    """`(busy seconds, kernels, spare)` of `op_events(details=True)`, thread by thread:
-    `busy` the outermost events (the executor's `Process` events nest; a kernel traced
-    outside them keeps its thread busy too), so that the kernels and the spare time add
-    up to it, `kernels` every other
-    event's `(name, type, own seconds)` (less the events it encloses: XLA's nest), and
-    `spare` `{where: [seconds, runs]}` the `Process` events' own time beyond what they
-    enclose: scheduling, and the kernels TensorFlow ran untraced. A `Process` is in a
-    loop when its `iter_num` is above 0 or it encloses a kernel of a `while/`."""
-    busy, kernels, spare = 0.0, [], {"loop": [0.0, 0], "outside": [0.0, 0]}
-    lines = collections.defaultdict(list)
-    for event in events:
-        if event[1] not in NESTED and not IGNORED.search(event[1]):
-            lines[event[3]].append(event)
-    for line in lines.values():
-        stack = []  # the enclosing events: [end (ps), own seconds, event, in a loop]
-
-        def close(until):
-            while stack and stack[-1][0] <= until:
-                _, own, (name, op_type, *_), loop = stack.pop()
-                if op_type == EXECUTOR:
-                    spare["loop" if loop else "outside"][0] += own
-                    spare["loop" if loop else "outside"][1] += 1
-                else:
-                    kernels.append((name, op_type, own))
-
-        for event in sorted(line, key=lambda e: (e[4], -e[2])):
-            name, op_type, seconds, _, start, iter_num = event
-            close(start)
-            if stack:
-                stack[-1][1] -= seconds
-            else:
-                busy += seconds
-            if op_type != EXECUTOR and "while/" in name:
-                process = next((f for f in reversed(stack) if f[2][1] == EXECUTOR), None)
-                if process:
-                    process[3] = True
-            stack.append([start + seconds * 1e12, seconds, event, bool(iter_num)])
-        close(float("inf"))
-    return busy, kernels, spare
 
 
 def summarize(events, steps, phases=None):

@@ -24,8 +24,9 @@ def test_quick_run_sums_the_decoding_loops_kernels(tmp_path):
     record = json.loads(output.read_text(encoding="utf-8"))
     # (Steps are counted from the trace, which may miss some of a tiny model's µs ops.)
     assert record["sentences"] == 16 and record["steps"] >= 0
-    # The executor's events enclose the kernels.
-    assert 0 < record["kernel_seconds"] < record["executor_seconds"]
+    # The executor's events enclose the kernels (each instant counted once).
+    assert 0 < record["kernel_seconds"] <= record["executor_seconds"]
+    assert record["executor_overhead_seconds"] >= 0
     kinds = {(row["where"], row["kind"]) for row in record["table"]}
     # The loop's products are always caught; its other kinds are µs ops on this tiny model,
     # which the trace may drop (CI once missed every softmax and arg-max): ask for one of them.

@@ -154,6 +154,22 @@ def test_a_kernel_outside_the_executors_events_counts_as_busy(profile_train):
     assert summary["beyond_kernels_ms_per_step"] == pytest.approx(2e3)
 
 
+def test_events_that_outlast_their_enclosing_one_count_once(profile_train):
+    # In loops, a Process often begins inside another and ends after it: busy is the
+    # union of the events, each instant the innermost one's (the latest begun).
+    events = [process(0.0, 10.0), kernel("x/MatMul", "_MklMatMul", 1.0, 3.0),
+              process(8.0, 4.0, iteration=1), kernel("while/MatMul", "_MklMatMul", 9.0, 2.0),
+              process(11.5, 3.0, iteration=2)]
+    summary = profile_train.summarize(events, steps=1)
+    assert summary["executor_ms_per_step"] == pytest.approx(14.5e3)
+    assert summary["kernel_ms_per_step"] == pytest.approx(5e3)
+    rows = {(r["where"], r["kind"]): r["ms_per_step"] for r in summary["table"]}
+    # outside: 0-1 and 4-8; in the loop: 8-9, 11-11.5, then the last one's 11.5-14.5
+    assert rows[("outside", profile_train.EXECUTOR_KIND)] == pytest.approx(5e3)
+    assert rows[("loop", profile_train.EXECUTOR_KIND)] == pytest.approx(4.5e3)
+    assert min(rows.values()) >= 0
+
+
 def test_the_tape_marks_the_backward_pass(profile_train):
     import tensorflow as tf
 
