@@ -228,8 +228,8 @@ def main(args):
     for row in summary["top_ops"][:10]:
         print(f"  {row['seconds']:.3f}  {row['op']}")
     return write_record("profile_decode", args, info, started, {
-        "model": description, "sentences": len(sentences), "wall_seconds": wall,
-        "profiled_wall_seconds": profiled_wall, **summary})
+        "model": description, "sentences": len(sentences), "pass_seconds": wall,
+        "profiled_pass_seconds": profiled_wall, **summary})
 
 
 if __name__ == "__main__":
