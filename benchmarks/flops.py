@@ -110,9 +110,9 @@ def peer_matmul_peak_gflops(python, env=None, size=2048, repeats=10):
     return float(result.stdout.split()[-1])
 
 
-def add_flops(entry, model, vocab_size, train_lengths, peak):
-    """GFLOP/s of both sides' training and decoding, and their share of the peak (in
-    place): `peak` a number, or `{"ours": ..., "peer": ...}`, each side's own."""
+def add_flops(entry, model, vocab_size, train_lengths, peaks):
+    """GFLOP/s of both sides' training and decoding, and their share of each side's own
+    matmul peak (in place): `peaks` `{"ours": ..., "peer": ...}`, GFLOP/s."""
     per_token = train_flops_per_target_token(model, vocab_size, train_lengths)
     decode = entry["decode"]
     gflops = {}
@@ -121,9 +121,8 @@ def add_flops(entry, model, vocab_size, train_lengths, peak):
         work = decode_flops(model, vocab_size, decode["source_tokens"],
                             decode[f"{side}_output_tokens"], decode["sentences"])
         decoding = work / decode[f"{side}_seconds"] / 1e9
-        side_peak = peak[side] if isinstance(peak, dict) else peak
         gflops[side] = {"train": train, "decode": decoding,
-                        "train_percent_of_peak": 100 * train / side_peak,
-                        "decode_percent_of_peak": 100 * decoding / side_peak}
+                        "train_percent_of_peak": 100 * train / peaks[side],
+                        "decode_percent_of_peak": 100 * decoding / peaks[side]}
     entry["gflops"] = gflops
     entry["train_flops_per_target_token"] = per_token

@@ -19,14 +19,15 @@ The host loop around it (callbacks, logs, backups) is not.
    step counts, as `loss_curves.csv`'s `tokens`), then `--profile-steps` steps under
    TensorFlow's profiler.
 3. The trace's events on the executor threads (`profile_decode.op_events`) are summed
-   (`profile_decode.attribute`, `summarize`) by kind of op (`CATEGORIES`), inside recurrent loops
-   (`while/` in their names) or outside, and by phase: forward and backward from the
-   traced graph (`tape_ranges`: the ops `tape.gradient` made, hand-written gradients
-   included), update (the optimizer's name scope: Adam, clipping). The executor's own
-   time, its `Process` events beyond the kernels they enclose, is a kind of its own:
-   scheduling, and the kernels TensorFlow runs inline, which the trace leaves out even
-   at `host_tracer_level=3` (cheap ones: a loop's element-wise ops, most of all). The
-   most expensive op types follow, with calls per step and µs per call.
+   (`profile_decode.attribute`, `summarize`) by kind of op (`CATEGORIES`), inside
+   recurrent loops (`while/` in their names) or outside, and by phase: forward and
+   backward from the traced graph (`tape_ranges`: the ops `tape.gradient` made,
+   hand-written gradients included), update (the optimizer's name scope: Adam,
+   clipping). The executor's own time, its `Process` events' time that no kernel they
+   enclose takes, is a kind of its own: scheduling, and the kernels TensorFlow runs
+   inline, which the trace leaves out even at `host_tracer_level=3` (cheap ones: a
+   loop's element-wise ops, most of all). The most expensive op types follow, with
+   calls per step and µs per call.
 4. Achieved training GFLOP/s: `flops.train_flops_per_target_token` (matrix products
    only, 3 × forward, the batches' mean lengths) × tokens/s, and its share of this
    machine's `matmul_peak_gflops`; and the traced product kernels' own rate: the same
@@ -253,7 +254,7 @@ def summarize(events, steps, phases=None):
     for where, (seconds, runs) in spare.items():
         if runs:
             rows[(where, EXECUTOR_KIND)] = {"seconds": seconds, "calls": runs}
-    busy = max(executor, kernel_seconds, 1e-12)
+    busy = max(executor, 1e-12)  # the kernels and the executor's own time add up to it
 
     def per_step(row, **more):
         return {**more, "ms_per_step": row["seconds"] / steps * 1e3,

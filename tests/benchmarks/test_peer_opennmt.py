@@ -187,7 +187,8 @@ def test_flops_entry_and_decode_counts(peer, tmp_path):
         "model.input_feeding": True}).model
     entry = {"ours": {"train_tokens_per_second": 2e9}, "peer": {"train_tokens_per_second": 1e9},
              "decode": {"sentences": 2, "ours_seconds": 1.0, "peer_seconds": 2.0, **counts}}
-    peer.add_flops(entry, lstm, 10, {"source": 3.5, "target": 3.5}, peak=100.0)
+    peer.add_flops(entry, lstm, 10, {"source": 3.5, "target": 3.5},
+                   peaks={"ours": 100.0, "peer": 100.0})
     per_token = peer.train_flops_per_target_token(lstm, 10, {"source": 3.5, "target": 3.5})
     assert entry["gflops"]["ours"]["train"] == pytest.approx(2 * per_token)
     assert entry["gflops"]["peer"]["train_percent_of_peak"] == pytest.approx(per_token)
@@ -195,7 +196,7 @@ def test_flops_entry_and_decode_counts(peer, tmp_path):
         2 * entry["gflops"]["peer"]["decode"])
     # Each side against its own library's peak.
     peer.add_flops(entry, lstm, 10, {"source": 3.5, "target": 3.5},
-                   peak={"ours": 400.0, "peer": 50.0})
+                   peaks={"ours": 400.0, "peer": 50.0})
     assert entry["gflops"]["ours"]["train_percent_of_peak"] == pytest.approx(per_token / 2)
     assert entry["gflops"]["peer"]["train_percent_of_peak"] == pytest.approx(per_token * 2)
 
